@@ -1,0 +1,159 @@
+// cli_train.c — `kda train`: the training loop (config -> model -> data -> AdamW -> logs).
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "common.h"
+#include "config.h"
+#include "data.h"
+#include "model.h"
+#include "optim.h"
+#include "sample.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { stop_requested = sig; }
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kda train [CONFIG.yaml] [--set key=value]... [--device auto|cpu|cuda]\n"
+            "\n"
+            "Trains the model that CONFIG describes (default: the built-in tiny demo config).\n"
+            "Keys use the reference recipe's names (train_iters, micro_batch_size, lr, ...) and FLA's\n"
+            "KDAConfig names for the model (hidden_size, num_hidden_layers, ...); see configs/.\n"
+            "  --set key=value   override one key (repeatable)\n"
+            "  --device D        shorthand for --set device=D\n"
+            "  --dry-run         build the model, print the plan, and stop\n");
+}
+
+static FILE *open_metrics(const kda_config *c) {
+    if (!c->metrics_file[0]) return NULL;
+    return kda_fopen(c->metrics_file, "w");
+}
+
+int cmd_train(int argc, char **argv) {
+    kda_config cfg;
+    kda_config_defaults(&cfg);
+    const char *path = NULL;
+    int dry = 0;
+    // first pass: the config file (so --set applies on top of it regardless of order)
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--dry-run")) {
+            dry = 1;
+            continue;
+        }
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "kda train: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        if (path) kda_die("kda train takes one config file; got '%s' and '%s'", path, argv[i]);
+        path = argv[i];
+    }
+    if (path) kda_config_load(&cfg, path);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device")) {
+            if (i + 1 >= argc) kda_die("%s needs a value", argv[i]);
+            if (!strcmp(argv[i], "--set")) {
+                kda_config_set(&cfg, argv[i + 1]);
+            } else {
+                char kv[64];
+                snprintf(kv, sizeof kv, "device=%s", argv[i + 1]);
+                kda_config_set(&cfg, kv);
+            }
+            i++;
+        }
+    }
+    kda_config_finalize(&cfg);
+    if (cfg.num_threads > 0) omp_set_num_threads(cfg.num_threads);
+
+    const kda_ops *ops = kda_pick_backend(cfg.device);
+    int B = cfg.micro_batch_size, T = cfg.seq_length;
+    int n_micro = cfg.global_batch_size / cfg.micro_batch_size;
+    kda_model *m = kda_model_create(&cfg, ops, B, T);
+    kda_model_init(m, (uint64_t)cfg.seed);
+    kda_model_alloc_optim(m);
+    size_t n_params = kda_model_num_params(m);
+    printf("kda train: %s | %zu parameters (%.2fM) | %d layers, hidden %d, heads %d x (k %d, v %d) | vocab %d\n",
+           path ? path : "(built-in tiny config)", n_params, n_params / 1e6, cfg.num_hidden_layers, cfg.hidden_size,
+           cfg.num_heads, cfg.head_dim, cfg.head_v_dim, cfg.vocab_size);
+    printf("kda train: backend %s, %d threads | batch %d x %d tokens (%d micro-batches of %d) | %ld iterations | "
+           "activations %.1f MiB\n",
+           ops->name, omp_get_max_threads(), cfg.global_batch_size, T, n_micro, B, cfg.train_iters,
+           m->act_bytes_total / 1048576.0);
+    if (dry) {
+        kda_model_free(m);
+        return 0;
+    }
+
+    kda_data *data = kda_data_open(&cfg, KDA_SPLIT_TRAIN);
+    FILE *metrics = open_metrics(&cfg);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    int32_t *sample = kda_malloc(sizeof(int32_t) * (size_t)B * (T + 1));
+    int32_t *ids = kda_malloc(sizeof(int32_t) * (size_t)B * T);
+    int32_t *tgt = kda_malloc(sizeof(int32_t) * (size_t)B * T);
+    double t_log = kda_now(), loss_acc = 0;
+    int n_acc = 0;
+    long it;
+    for (it = 0; it < cfg.train_iters && !stop_requested; it++) {
+        ops->zero(m->grad, m->n_floats * sizeof(float));
+        double loss = 0;
+        for (int mb = 0; mb < n_micro; mb++) {
+            kda_data_next(data, sample, B);
+            for (int b = 0; b < B; b++) {
+                memcpy(ids + (size_t)b * T, sample + (size_t)b * (T + 1), sizeof(int32_t) * T);
+                memcpy(tgt + (size_t)b * T, sample + (size_t)b * (T + 1) + 1, sizeof(int32_t) * T);
+            }
+            loss += kda_model_step(m, ids, tgt, B, T, 1, 1.0f / n_micro, NULL) / n_micro;
+        }
+        double lr = kda_lr_at(&cfg, it);
+        kda_step_info info = kda_optim_step(m, lr, it + 1);
+        if (!isfinite(loss) || info.nonfinite)
+            kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; "
+                    "the last saved checkpoint is intact",
+                    it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr);
+        loss_acc += loss;
+        n_acc++;
+        if ((it + 1) % cfg.log_interval == 0 || it + 1 == cfg.train_iters || it == 0) {
+            double now = kda_now(), dt = (now - t_log) / n_acc;
+            double tps = (double)cfg.global_batch_size * T / dt;
+            printf("iter %6ld/%ld | loss %.4f | lr %.3e | grad norm %.3f | %.1f ms/iter | %.0f tokens/s\n", it + 1,
+                   cfg.train_iters, loss_acc / n_acc, lr, info.grad_norm, dt * 1e3, tps);
+            fflush(stdout);
+            if (metrics) {
+                fprintf(metrics,
+                        "{\"iteration\": %ld, \"loss\": %.6f, \"lr\": %.6e, \"grad_norm\": %.6f, \"ms_per_iter\": %.3f, "
+                        "\"tokens_per_s\": %.1f, \"consumed_samples\": %llu}\n",
+                        it + 1, loss_acc / n_acc, lr, info.grad_norm, dt * 1e3, tps,
+                        (unsigned long long)kda_data_consumed(data));
+                fflush(metrics);
+            }
+            t_log = now;
+            loss_acc = 0;
+            n_acc = 0;
+        }
+    }
+    if (stop_requested) printf("kda train: stopped by signal %d after iteration %ld\n", (int)stop_requested, it);
+    if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
+    if (metrics) fclose(metrics);
+    free(sample);
+    free(ids);
+    free(tgt);
+    kda_data_close(data);
+    kda_model_free(m);
+    return 0;
+}

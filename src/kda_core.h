@@ -1,0 +1,46 @@
+// kda_core.h — the KDA core operator on the CPU, fp32 (kda-model.md §3).
+//
+// Takes the raw per-token inputs that the layer produces and returns the core output:
+//   q = l2norm(q_raw), k = l2norm(k_raw)      (y = x / sqrt(sum x^2 + 1e-6), per (b,t,h))
+//   alpha = -exp(A_log[h]) * softplus(f + dt_bias[h*K + j])   (softplus(z) = z if z > 20)
+//   beta  = sigmoid(b_logit)
+//   o     = KDA(q, k, v, alpha, beta; scale, S0 = 0)          (§3.1 recurrence / §3.2 chunks)
+// Layouts (row-major, head-major features):
+//   q_raw, k_raw, f : [B, T, H, K]    v, o : [B, T, H, V]    b_logit : [B, T, H]
+//   A_log : [H]    dt_bias : [H*K]
+// Two algorithms compute the same function: KDA_RECURRENT (token by token) and KDA_CHUNKED
+// (WY/UT transform, chunk 64, partial last chunk masked). Backward of either gives the
+// gradients of all inputs; dA_log and ddt_bias are ACCUMULATED (+=), the rest overwritten.
+#ifndef KDA_CORE_H
+#define KDA_CORE_H
+
+#include <stddef.h>
+
+typedef enum { KDA_CHUNKED = 0, KDA_RECURRENT = 1 } kda_core_algo;
+
+typedef struct {
+    int B, T, H, K, V;   // batch, time, heads (H == HV), key head dim, value head dim
+    int chunk;           // chunk size for KDA_CHUNKED (64)
+    float scale;         // usually K^-1/2
+    kda_core_algo algo;
+} kda_core_dims;
+
+// Floats of saved state the forward writes for the backward (depends on dims and algo).
+size_t kda_core_saved_floats(const kda_core_dims *d);
+
+void kda_core_fwd(const kda_core_dims *d,
+                  const float *q_raw, const float *k_raw, const float *v,
+                  const float *f, const float *b_logit,
+                  const float *A_log, const float *dt_bias,
+                  float *o, float *saved);
+
+void kda_core_bwd(const kda_core_dims *d,
+                  const float *q_raw, const float *k_raw, const float *v,
+                  const float *f, const float *b_logit,
+                  const float *A_log, const float *dt_bias,
+                  const float *saved, const float *d_o,
+                  float *d_q_raw, float *d_k_raw, float *d_v,
+                  float *d_f, float *d_b_logit,
+                  float *d_A_log, float *d_dt_bias);
+
+#endif

@@ -1,0 +1,58 @@
+// main.c — the kda program: dispatch to subcommands (cli.h).
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+    const char *pending; // non-NULL: not built yet, names the issue that brings it
+} command;
+
+static const command commands[] = {
+    {"train", cmd_train, "train a model from a YAML config (CPU fp32; CUDA bf16 when built)", NULL},
+    {"tokenize", NULL, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", "issue 3"},
+    {"encode", NULL, "JSON lines of text on stdin to token ids", "issue 3"},
+    {"decode", NULL, "JSON lines of token ids on stdin to text", "issue 3"},
+    {"export", NULL, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", "issue 4"},
+    {"import", NULL, "FLA / Hugging Face folder to a kda checkpoint", "issue 4"},
+    {"generate", NULL, "text from a checkpoint with the recurrent form", "issue 5"},
+    {"eval", NULL, "lm-eval-harness-compatible scoring on local task files", "issue 5"},
+    {"bench", NULL, "throughput and MFU of kernels and training steps", "issue 6"},
+};
+#define N_COMMANDS (int)(sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kda <command> [options]\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-9s %s%s%s%s\n", commands[i].name, commands[i].help,
+                commands[i].pending ? " [not built yet: " : "", commands[i].pending ? commands[i].pending : "",
+                commands[i].pending ? "]" : "");
+    fprintf(f, "  %-9s %s\n", "help", "this list");
+    fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(name, commands[i].name)) continue;
+        if (!commands[i].fn) {
+            fprintf(stderr, "kda: '%s' is not built yet (%s); 'kda help' lists what works today\n", name,
+                    commands[i].pending);
+            return 2;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "kda: unknown command '%s'; 'kda help' lists the commands\n", name);
+    return 2;
+}

@@ -1,0 +1,80 @@
+// model.h — the KDA language model (kda-model.md §2), one definition for every backend.
+//
+// Promises: parameters are registered in FLA's order under FLA's names and shapes (§5.3)
+// in one contiguous fp32 master buffer (plus a working copy when the backend computes in
+// bf16) and one fp32 gradient buffer of the same layout; activations for a micro-batch of
+// B x T tokens are planned once at creation (no allocation in the training step);
+// forward + backward go through the backend's op table only (ops.h).
+#ifndef KDA_MODEL_H
+#define KDA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "ops.h"
+
+#define KDA_NAME_MAX 64
+
+typedef struct {
+    char name[KDA_NAME_MAX];  // FLA state-dict key, e.g. "model.layers.0.attn.q_proj.weight"
+    int ndim;
+    int shape[4];
+    size_t offset, numel;     // in floats, within the parameter buffers
+    float weight_decay;       // §6.3 grouping: 0 or cfg.weight_decay
+} kda_param;
+
+// Per-layer parameter indices into model->params.
+typedef struct {
+    int attn_norm, q_proj, k_proj, v_proj, q_conv, k_conv, v_conv, f_proj0, f_proj1, b_proj, A_log, dt_bias,
+        g_proj0, g_proj1, g_proj1_bias, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
+} kda_layer_params;
+
+typedef struct kda_layer_acts kda_layer_acts; // activation buffers of one layer (model.c)
+typedef struct kda_grad_scratch kda_grad_scratch; // backward scratch (model.c)
+
+typedef struct kda_model {
+    kda_config cfg;
+    const kda_ops *ops;
+    kda_core_algo algo;
+    // parameters
+    int n_params;
+    kda_param *params;
+    size_t n_floats;          // total parameter floats
+    float *master;            // fp32 masters (backend memory)
+    void *work;               // working copy (== master when the backend computes in fp32)
+    float *grad;              // fp32 gradients, same layout
+    float *adam_m, *adam_v;   // AdamW moments (allocated by kda_model_alloc_optim)
+    int embed, final_norm;    // parameter indices
+    kda_layer_params *layer;
+    // activations, planned for B x T
+    int B, T;
+    kda_layer_acts *acts;
+    void *h_final, *x_final;  // [N,d]
+    float *rstd_final;        // [N]
+    void *dh;                 // gradient of the residual stream [N,d]
+    kda_grad_scratch *gs;
+    int32_t *ids_dev, *tgt_dev;
+    size_t act_bytes_total;   // bytes of activation memory planned
+} kda_model;
+
+// Build the model for a backend; activations for micro-batch B and sequence length T.
+kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T);
+void kda_model_free(kda_model *m);
+// §4 initialisation from the seed (deterministic).
+void kda_model_init(kda_model *m, uint64_t seed);
+void kda_model_alloc_optim(kda_model *m);
+int kda_model_find_param(const kda_model *m, const char *name); // -1 if absent
+size_t kda_model_num_params(const kda_model *m);
+
+// Forward pass of B x T tokens; if targets is non-NULL the mean cross-entropy (over
+// non-ignored targets) is returned and, when backward is set, gradients are ACCUMULATED
+// into m->grad with the loss scaled by grad_scale_extra (1/num_micro_batches).
+// ids, targets are host arrays of B*T int32 (target -100 = ignored).
+// Returns the mean loss (NaN when there are no targets); *n_valid gets the valid count.
+double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
+                      float grad_scale_extra, long *n_valid);
+// Logits of the last position of each row into host logits[B][vocab] (forward only).
+void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
+
+#endif

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The whole test suite (what `make test` and CI run):
+#   1. C tests (build/tests/test_*), 2. the same under ASan+UBSan (build-san/),
+#   3. command-line tests (tests/cli/*.sh), 4. parity tests against the reference Python
+#   stack (tests/python/test_*.py in the project venv made by tools/pyenv.sh).
+# Ends with "N passed, N failed"; exit status non-zero if anything failed.
+# KDA_TEST_ONLY=c|san|cli|py limits the run to one group.
+set -u
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc 2>/dev/null || echo 2)
+passed=0; failed=0; failures=()
+logdir=build/test-logs; mkdir -p "$logdir"
+only=${KDA_TEST_ONLY:-}
+
+run_one() { # name, command...
+  local name=$1; shift
+  local log="$logdir/$(echo "$name" | tr '/ ' '__').log"
+  local t0=$(date +%s)
+  if timeout "${KDA_TEST_TIMEOUT:-900}" "$@" >"$log" 2>&1; then
+    passed=$((passed+1)); printf '  PASS  %-48s %4ds\n' "$name" $(( $(date +%s)-t0 ))
+  else
+    failed=$((failed+1)); failures+=("$name"); printf '  FAIL  %-48s %4ds  (log: %s)\n' "$name" $(( $(date +%s)-t0 )) "$log"
+    tail -n 25 "$log" | sed 's/^/        | /'
+  fi
+}
+
+echo "== build"
+make -s -j"$jobs" kda test-bins || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+if [ -z "$only" ] || [ "$only" = c ]; then
+  echo "== C tests"
+  for t in build/tests/test_*; do [ -x "$t" ] && run_one "c/$(basename "$t")" "$t"; done
+fi
+
+if [ -z "$only" ] || [ "$only" = san ]; then
+  echo "== C tests under ASan+UBSan"
+  if make -s -j"$jobs" SAN=1 test-bins; then
+    export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    for t in build-san/tests/test_*; do [ -x "$t" ] && KDA_SAN=1 run_one "san/$(basename "$t")" "$t"; done
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+  else
+    failed=$((failed+1)); failures+=("san/build")
+  fi
+fi
+
+if [ -z "$only" ] || [ "$only" = cli ]; then
+  echo "== command-line tests"
+  for t in tests/cli/*.sh; do [ -f "$t" ] && run_one "cli/$(basename "$t")" bash "$t"; done
+fi
+
+if [ -z "$only" ] || [ "$only" = py ]; then
+  echo "== parity tests against the Python reference stack"
+  if [ "${KDA_SKIP_PY:-0}" = 1 ]; then
+    echo "  (skipped: KDA_SKIP_PY=1)"
+  elif tools/pyenv.sh; then
+    for t in tests/python/test_*.py; do
+      [ -f "$t" ] && KDA_BIN="$root/kda" KDA_BUILD="$root/build" PYTHONUNBUFFERED=1 run_one "py/$(basename "$t")" "$root/.venv/bin/python" "$t"
+    done
+  else
+    failed=$((failed+1)); failures+=("py/venv")
+  fi
+fi
+
+echo
+if [ "$failed" -gt 0 ]; then echo "failed: ${failures[*]}"; fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
