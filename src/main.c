@@ -20,7 +20,7 @@ static const command commands[] = {
     {"import", NULL, "FLA / Hugging Face folder to a kda checkpoint", "issue 4"},
     {"generate", NULL, "text from a checkpoint with the recurrent form", "issue 5"},
     {"eval", NULL, "lm-eval-harness-compatible scoring on local task files", "issue 5"},
-    {"bench", NULL, "throughput and MFU of kernels and training steps", "issue 6"},
+    {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps", NULL},
 };
 #define N_COMMANDS (int)(sizeof(commands) / sizeof(commands[0]))
 

@@ -423,3 +423,14 @@ void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float
     }
     o->free(dev);
 }
+
+double kda_model_train_flops_per_token(const kda_config *c) {
+    double d = c->hidden_size, Dk = c->key_dim, Dv = c->value_dim, HV = c->num_heads, K = c->head_dim;
+    double Vd = c->head_v_dim, r = c->head_v_dim, Dg = c->num_heads * c->head_dim, F = c->intermediate_size;
+    double C = c->kda_chunk_size, NV = c->vocab_size, L = c->num_hidden_layers;
+    double f_proj = 2 * (d * (2 * Dk + Dv) + d * r + r * Dg + d * HV + d * r + r * Dv + Dv * d);
+    double f_mlp = 2 * 3 * d * F;
+    double f_kda = 2 * HV * (2 * C * K + 2 * C * Vd + C * C / 4 + 3 * K * Vd);
+    double f_head = 2 * d * NV;
+    return 3 * (L * (f_proj + f_mlp + f_kda) + f_head);
+}

@@ -77,4 +77,9 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
 // Logits of the last position of each row into host logits[B][vocab] (forward only).
 void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
 
+
+
+// Model FLOPs per trained token (kda-model.md §7): 3 x forward (matmuls + chunked KDA core;
+// elementwise work excluded). The MFU numerator.
+double kda_model_train_flops_per_token(const kda_config *c);
 #endif
