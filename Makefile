@@ -8,7 +8,10 @@ BUILD    ?= build
 SAN      ?= 0
 OPT      ?= -O2 -march=x86-64-v2
 CFLAGS   := -std=c11 $(OPT) -g -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE -Isrc -Itests
-LDLIBS   := -lyaml -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lsnappy -lm -lpthread
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+CFLAGS   += $(MPI_CFLAGS)
+LDLIBS   := $(MPI_LIBS) -lyaml -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lsnappy -lm -lpthread
 ifeq ($(SAN),1)
   BUILD  := build-san
   CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "config.h"
 #include "data.h"
+#include "dist.h"
 #include "model.h"
 #include "optim.h"
 #include "sample.h"
@@ -79,9 +80,26 @@ int cmd_train(int argc, char **argv) {
     kda_config_finalize(&cfg);
     if (cfg.num_threads > 0) omp_set_num_threads(cfg.num_threads);
 
+    const kda_dist *dist = kda_dist_init();
     const kda_ops *ops = kda_pick_backend(cfg.device);
     int B = cfg.micro_batch_size, T = cfg.seq_length;
     int n_micro = cfg.global_batch_size / cfg.micro_batch_size;
+    if (n_micro % dist->world)
+        kda_die("global_batch_size %d / micro_batch_size %d = %d micro-batches cannot be split across %d ranks; "
+                "make global_batch_size a multiple of micro_batch_size x %d",
+                cfg.global_batch_size, cfg.micro_batch_size, n_micro, dist->world, dist->world);
+    int n_local = n_micro / dist->world;
+    if (dist->world > 1 && strcmp(ops->name, "cpu"))
+        kda_die("data parallelism on the %s backend needs NCCL collectives, not built yet; run one process per "
+                "machine or use --device cpu",
+                ops->name);
+    int lead = dist->rank == 0;
+    if (!lead) {
+        // only rank 0 logs and writes shared files
+        if (!freopen("/dev/null", "w", stdout)) kda_die("cannot silence stdout on rank %d", dist->rank);
+        cfg.metrics_file[0] = 0;
+        cfg.sample_tokens = 0;
+    }
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
     kda_model_alloc_optim(m);
@@ -89,10 +107,10 @@ int cmd_train(int argc, char **argv) {
     printf("kda train: %s | %zu parameters (%.2fM) | %d layers, hidden %d, heads %d x (k %d, v %d) | vocab %d\n",
            path ? path : "(built-in tiny config)", n_params, n_params / 1e6, cfg.num_hidden_layers, cfg.hidden_size,
            cfg.num_heads, cfg.head_dim, cfg.head_v_dim, cfg.vocab_size);
-    printf("kda train: backend %s, %d threads | batch %d x %d tokens (%d micro-batches of %d) | %ld iterations | "
-           "activations %.1f MiB\n",
-           ops->name, omp_get_max_threads(), cfg.global_batch_size, T, n_micro, B, cfg.train_iters,
-           m->act_bytes_total / 1048576.0);
+    printf("kda train: backend %s, %d threads, %d rank%s | batch %d x %d tokens (%d micro-batches of %d) | "
+           "%ld iterations | activations %.1f MiB\n",
+           ops->name, omp_get_max_threads(), dist->world, dist->world > 1 ? "s" : "", cfg.global_batch_size, T,
+           n_micro, B, cfg.train_iters, m->act_bytes_total / 1048576.0);
     if (dry) {
         kda_model_free(m);
         return 0;
@@ -112,13 +130,21 @@ int cmd_train(int argc, char **argv) {
     for (it = 0; it < cfg.train_iters && !stop_requested; it++) {
         ops->zero(m->grad, m->n_floats * sizeof(float));
         double loss = 0;
-        for (int mb = 0; mb < n_micro; mb++) {
+        uint64_t base = kda_data_consumed(data);
+        // this rank's share of the global batch: samples [base + rank*n_local*B, ...)
+        kda_data_seek(data, base + (uint64_t)dist->rank * n_local * B);
+        for (int mb = 0; mb < n_local; mb++) {
             kda_data_next(data, sample, B);
             for (int b = 0; b < B; b++) {
                 memcpy(ids + (size_t)b * T, sample + (size_t)b * (T + 1), sizeof(int32_t) * T);
                 memcpy(tgt + (size_t)b * T, sample + (size_t)b * (T + 1) + 1, sizeof(int32_t) * T);
             }
             loss += kda_model_step(m, ids, tgt, B, T, 1, 1.0f / n_micro, NULL) / n_micro;
+        }
+        kda_data_seek(data, base + (uint64_t)cfg.global_batch_size);
+        if (dist->world > 1) {
+            loss = kda_dist_allreduce_sum_f64(loss);
+            kda_dist_allreduce_sum_f32(m->grad, m->n_floats); // CPU backend: host memory
         }
         double lr = kda_lr_at(&cfg, it);
         kda_step_info info = kda_optim_step(m, lr, it + 1);
@@ -155,5 +181,6 @@ int cmd_train(int argc, char **argv) {
     free(tgt);
     kda_data_close(data);
     kda_model_free(m);
+    kda_dist_finalize();
     return 0;
 }
