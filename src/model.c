@@ -424,6 +424,19 @@ void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float
     o->free(dev);
 }
 
+void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits) {
+    const kda_ops *o = m->ops;
+    int d = m->cfg.hidden_size, NV = m->cfg.vocab_size, N = B * T;
+    forward_body(m, ids, B, T);
+    float *dev = o->alloc((size_t)NV * sizeof(float) * 64);
+    for (int n0 = 0; n0 < N; n0 += 64) {
+        int n = N - n0 < 64 ? N - n0 : 64;
+        o->lm_head_logits(AOFF(m->x_final, (size_t)n0 * d), WP(m->embed), dev, n, d, NV);
+        o->to_host(logits + (size_t)n0 * NV, dev, (size_t)n * NV * sizeof(float));
+    }
+    o->free(dev);
+}
+
 double kda_model_train_flops_per_token(const kda_config *c) {
     double d = c->hidden_size, Dk = c->key_dim, Dv = c->value_dim, HV = c->num_heads, K = c->head_dim;
     double Vd = c->head_v_dim, r = c->head_v_dim, Dg = c->num_heads * c->head_dim, F = c->intermediate_size;

@@ -79,6 +79,9 @@ void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float
 
 
 
+// Logits of every position into host logits[B*T][vocab] (forward only).
+void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
+
 // Model FLOPs per trained token (kda-model.md §7): 3 x forward (matmuls + chunked KDA core;
 // elementwise work excluded). The MFU numerator.
 double kda_model_train_flops_per_token(const kda_config *c);
