@@ -4,6 +4,10 @@
 // kda_config_load() applies a YAML file (libyaml) on top, then kda_config_set() applies
 // "key=value" overrides; kda_config_finalize() derives dependent sizes and validates.
 // Every error names the key and, for files, file:line, and exits non-zero through kda_die.
+// Keys are the field names below (the derived ones are accepted and recomputed by finalize),
+// plus FLA KDAConfig keys that only pick kernels or are informational (model_type, fuse_*,
+// torch_dtype, ...: accepted, no effect; see config.c), so an FLA config.json loads as is.
+// kda_config_write_yaml output loads back into an identical struct.
 #ifndef KDA_CONFIG_H
 #define KDA_CONFIG_H
 
