@@ -45,7 +45,7 @@ typedef struct {
 #define KP(f, n, sec) {#f, K_PATHS, OFF(f), sizeof(((kda_config *)0)->f[0]), OFF(n), 0, 0, sec}
 
 static const char SEC_MODEL[] = "model (FLA KDAConfig field names; kda-model.md §1)";
-static const char SEC_DERIVED[] = "derived by kda_config_finalize from the keys above (informational; recomputed on load)";
+static const char SEC_DERIVED[] = "derived from the keys above (informational: kda_config_finalize recomputes them)";
 static const char SEC_TRAIN[] = "training (Megatron / Primus names; kda-model.md §6)";
 static const char SEC_CKPT[] = "checkpoints";
 static const char SEC_DATA[] = "data";
@@ -748,6 +748,13 @@ static void write_double(FILE *f, double v) {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;
+    }
+    // "2" -> "2.0", "1e-06" -> "1.0e-06": reads as a float in YAML 1.1 readers (PyYAML) too
+    char *e = strchr(buf, 'e');
+    if (!strchr(buf, '.')) {
+        size_t at = e ? (size_t)(e - buf) : strlen(buf);
+        memmove(buf + at + 2, buf + at, strlen(buf + at) + 1);
+        memcpy(buf + at, ".0", 2);
     }
     fputs(buf, f);
 }
