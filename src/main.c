@@ -14,8 +14,8 @@ typedef struct {
 static const command commands[] = {
     {"train", cmd_train, "train a model from a YAML config (CPU fp32; CUDA bf16 when built)", NULL},
     {"tokenize", NULL, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", "issue 3"},
-    {"encode", NULL, "JSON lines of text on stdin to token ids", "issue 3"},
-    {"decode", NULL, "JSON lines of token ids on stdin to text", "issue 3"},
+    {"encode", cmd_encode, "JSON lines of text on stdin to token ids", NULL},
+    {"decode", cmd_decode, "JSON lines of token ids on stdin to text", NULL},
     {"export", NULL, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", "issue 4"},
     {"import", NULL, "FLA / Hugging Face folder to a kda checkpoint", "issue 4"},
     {"generate", NULL, "text from a checkpoint with the recurrent form", "issue 5"},
