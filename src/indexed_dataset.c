@@ -109,13 +109,13 @@ kda_indexed *kda_indexed_open(const char *prefix) {
     d->n_seq = load_u64(idx + 18);
     d->n_doc_entries = load_u64(idx + 26);
     uint64_t room = (uint64_t)idx_bytes - IDX_HEADER_BYTES;
-    // 20 bytes per sequence (length + pointer) and 8 per document entry, checked without overflow
-    // 20 bytes per sequence (length + pointer) and 8 per document entry, checked without overflow
-    if (d->n_seq > room / 20 || d->n_doc_entries > (room - d->n_seq * 20) / 8 ||
-        room != d->n_seq * 20 + d->n_doc_entries * 8) {
+    // 12 bytes per sequence (length + pointer) and 8 per document entry, checked without overflow
+    // 12 bytes per sequence (length + pointer) and 8 per document entry, checked without overflow
+    if (d->n_seq > room / 12 || d->n_doc_entries > (room - d->n_seq * 12) / 8 ||
+        room != d->n_seq * 12 + d->n_doc_entries * 8) {
         char want[64] = "more than the file holds";
         if (d->n_seq <= UINT64_MAX / 40 && d->n_doc_entries <= UINT64_MAX / 16)
-            snprintf(want, sizeof want, "%" PRIu64 " bytes", IDX_HEADER_BYTES + d->n_seq * 20 + d->n_doc_entries * 8);
+            snprintf(want, sizeof want, "%" PRIu64 " bytes", IDX_HEADER_BYTES + d->n_seq * 12 + d->n_doc_entries * 8);
         kda_die("'%s' is truncated or corrupt: %zu bytes, but its header announces %" PRIu64 " sequences and %" PRIu64
                 " document entries (%s); re-create it with 'kda tokenize'",
                 ip, idx_bytes, d->n_seq, d->n_doc_entries, want);
@@ -148,14 +148,8 @@ kda_indexed *kda_indexed_open(const char *prefix) {
     d->bin = map_file(bp, &d->bin_bytes, "token file");
     uint64_t total = 0;
     for (uint64_t i = 0; i < d->n_seq; i++) {
-        int64_t len = d->seq_len[i], ptr = d->seq_ptr[i];
-        if (len < 0) kda_die("'%s' is corrupt: sequence %" PRIu64 " has length %" PRId64, ip, i, len);
-        if (ptr < 0 || ptr % d->elem != 0 || (uint64_t)ptr > d->bin_bytes ||
-            (uint64_t)len > (d->bin_bytes - (uint64_t)ptr) / (uint64_t)d->elem)
-            kda_die("'%s': sequence %" PRIu64 " (%" PRId64 " %s ids at byte %" PRId64 ") lies outside '%s' (%zu bytes); "
-                    "the .bin is truncated or does not belong to this .idx",
-                    ip, i, len, kda_indexed_dtype_name(d->dtype), ptr, bp, d->bin_bytes);
-        total += (uint64_t)len;
+        if (d->seq_len[i] < 0) kda_die("'%s' is corrupt: sequence %" PRIu64 " has length %d", ip, i, d->seq_len[i]);
+        total += (uint64_t)d->seq_len[i];
     }
     d->n_tokens = total;
     if (total * (uint64_t)d->elem != d->bin_bytes)
@@ -163,6 +157,14 @@ kda_indexed *kda_indexed_open(const char *prefix) {
                 " bytes): a truncated file, or .bin and .idx written with different dtypes; re-create them with "
                 "'kda tokenize'",
                 bp, d->bin_bytes, ip, total, kda_indexed_dtype_name(d->dtype), total * (uint64_t)d->elem);
+    for (uint64_t i = 0; i < d->n_seq; i++) {
+        int64_t len = d->seq_len[i], ptr = d->seq_ptr[i];
+        if (ptr < 0 || ptr % d->elem != 0 || (uint64_t)ptr > d->bin_bytes ||
+            (uint64_t)len > (d->bin_bytes - (uint64_t)ptr) / (uint64_t)d->elem)
+            kda_die("'%s': sequence %" PRIu64 " (%" PRId64 " %s ids at byte %" PRId64 ") lies outside '%s' (%zu bytes); "
+                    "the .idx is corrupt or does not belong to this .bin",
+                    ip, i, len, kda_indexed_dtype_name(d->dtype), ptr, bp, d->bin_bytes);
+    }
     return d;
 }
 
