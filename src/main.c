@@ -1,6 +1,9 @@
 // main.c — the kda program: dispatch to subcommands (cli.h).
+#include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -34,7 +37,28 @@ static void usage(FILE *f) {
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
 }
 
+// OpenBLAS picks its GEMM kernels from the CPU model at load time; on virtual machines that
+// report a generic model it falls back to SSE3 kernels ("Prescott"), 3-4x slower than the
+// AVX2/AVX-512 ones the CPU has. OpenBLAS reads OPENBLAS_CORETYPE only at load, so when its
+// choice is such a fallback, set the right core type and re-execute once.
+static void fix_openblas_kernels(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("KDA_NO_REEXEC")) return;
+    const char *core = openblas_get_corename();
+    int generic = core && (!strcasecmp(core, "prescott") || !strcasecmp(core, "core2") ||
+                           !strcasecmp(core, "nehalem") || !strcasecmp(core, "katmai") || !strcasecmp(core, "unknown"));
+    if (!generic) return;
+    __builtin_cpu_init();
+    const char *want = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                         : NULL;
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    setenv("KDA_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv); // returns only on failure: carry on with the slow kernels
+}
+
 int main(int argc, char **argv) {
+    fix_openblas_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
