@@ -79,7 +79,10 @@ static json_t *read_object(char **line, size_t *cap, kda_tok_bytes *clean, size_
     json_error_t e;
     json_t *obj = json_loadb(clean->v ? clean->v : "", clean->n, JSON_ALLOW_NUL, &e);
     if (!obj) kda_die("%s: stdin line %zu: invalid JSON (column %d): %s", cmd, line_no, e.column, e.text);
-    if (!json_is_object(obj)) kda_die("%s: stdin line %zu: expected a JSON object", cmd, line_no);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        kda_die("%s: stdin line %zu: expected a JSON object", cmd, line_no);
+    }
     return obj;
 }
 
