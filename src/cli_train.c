@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "common.h"
 #include "config.h"
@@ -28,7 +29,7 @@ static void usage(FILE *f) {
             "KDAConfig names for the model (hidden_size, num_hidden_layers, ...); see configs/.\n"
             "  --set key=value   override one key (repeatable)\n"
             "  --device D        shorthand for --set device=D\n"
-            "  --dry-run         build the model, print the plan, and stop\n");
+            "  --dry-run         build the model, load the checkpoint named by `load` if any, print the plan, stop\n");
 }
 
 static FILE *open_metrics(const kda_config *c) {
@@ -111,12 +112,30 @@ int cmd_train(int argc, char **argv) {
            "%ld iterations | activations %.1f MiB\n",
            ops->name, omp_get_max_threads(), dist->world, dist->world > 1 ? "s" : "", cfg.global_batch_size, T,
            n_micro, B, cfg.train_iters, m->act_bytes_total / 1048576.0);
+
+    kda_train_state st = {0};
+    kda_rng_seed(&st.rng, (uint64_t)cfg.seed);
+    if (cfg.load[0]) {
+        char *dir = kda_ckpt_resolve(cfg.load);
+        if (dir) {
+            int fine = cfg.finetune;
+            kda_ckpt_load(m, dir, !fine && !cfg.no_load_optim, fine ? NULL : &st, !cfg.no_load_rng);
+            printf("kda train: loaded %s%s (iteration %ld, %llu samples consumed)\n", dir,
+                   fine ? " as a fine-tuning start (weights only)" : "", st.iteration,
+                   (unsigned long long)st.consumed_samples);
+            free(dir);
+        } else if (!strcmp(cfg.load, cfg.save)) {
+            printf("kda train: no checkpoint in %s yet; starting from scratch\n", cfg.load);
+        } else {
+            kda_die("load: '%s' holds no checkpoint (no state.json and no 'latest'); check the path", cfg.load);
+        }
+    }
     if (dry) {
         kda_model_free(m);
         return 0;
     }
-
     kda_data *data = kda_data_open(&cfg, KDA_SPLIT_TRAIN);
+    kda_data_seek(data, st.consumed_samples);
     FILE *metrics = open_metrics(&cfg);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -127,7 +146,8 @@ int cmd_train(int argc, char **argv) {
     double t_log = kda_now(), loss_acc = 0;
     int n_acc = 0;
     long it;
-    for (it = 0; it < cfg.train_iters && !stop_requested; it++) {
+    long last_saved = st.iteration;
+    for (it = st.iteration; it < cfg.train_iters && !stop_requested; it++) {
         ops->zero(m->grad, m->n_floats * sizeof(float));
         double loss = 0;
         uint64_t base = kda_data_consumed(data);
@@ -147,11 +167,14 @@ int cmd_train(int argc, char **argv) {
             kda_dist_allreduce_sum_f32(m->grad, m->n_floats); // CPU backend: host memory
         }
         double lr = kda_lr_at(&cfg, it);
-        kda_step_info info = kda_optim_step(m, lr, it + 1);
+        kda_step_info info = kda_optim_step(m, lr, st.optim_steps + 1);
         if (!isfinite(loss) || info.nonfinite)
             kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; "
                     "the last saved checkpoint is intact",
                     it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr);
+        st.optim_steps++;
+        st.iteration = it + 1;
+        st.consumed_samples = kda_data_consumed(data);
         loss_acc += loss;
         n_acc++;
         if ((it + 1) % cfg.log_interval == 0 || it + 1 == cfg.train_iters || it == 0) {
@@ -172,6 +195,15 @@ int cmd_train(int argc, char **argv) {
             loss_acc = 0;
             n_acc = 0;
         }
+        if (cfg.save[0] && cfg.save_interval > 0 && st.iteration % cfg.save_interval == 0 && lead) {
+            kda_ckpt_save(m, &st, cfg.save);
+            last_saved = st.iteration;
+            printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
+        }
+    }
+    if (cfg.save[0] && lead && st.iteration != last_saved) {
+        kda_ckpt_save(m, &st, cfg.save);
+        printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
     }
     if (stop_requested) printf("kda train: stopped by signal %d after iteration %ld\n", (int)stop_requested, it);
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
