@@ -64,6 +64,8 @@ def run_ours(exe: Path, ids: np.ndarray, seed: int, algo: str, tmp: Path) -> dic
     cmd = [str(exe)]
     for k, v in MODEL.items():
         cmd += ["--set", f"{k}={v}"]
+    # the default byte tokenizer would demand vocab_size >= 256; no tokenizer is used here
+    cmd += ["--set", "tokenizer_type=HuggingFaceTokenizer"]
     cmd += ["--set", "tie_word_embeddings=true", "--set", f"kda_algo={algo}", "--seed", str(seed),
             "--perturb", str(PERTURB), "--ids", str(ids_path), "--batch", str(B), "--seq", str(T),
             "--out", str(out)]
