@@ -89,6 +89,14 @@ FILE *kda_fopen(const char *path, const char *mode) {
     return f;
 }
 
+void kda_path(char *dst, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(dst, size, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size) kda_die("path too long (over %zu bytes): '%.60s...'", size - 1, dst);
+}
+
 double kda_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -35,6 +35,9 @@ void *kda_realloc(void *p, size_t bytes);
 char *kda_strdup(const char *s);
 FILE *kda_fopen(const char *path, const char *mode); // dies naming the path and errno text
 
+// snprintf into a path buffer; dies naming the start of the path if it does not fit.
+void kda_path(char *dst, size_t size, const char *fmt, ...) KDA_PRINTF(3, 4);
+
 double kda_now(void); // monotonic seconds
 
 // Deterministic RNG.

@@ -19,9 +19,9 @@ static const command commands[] = {
     {"tokenize", NULL, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", "issue 3"},
     {"encode", cmd_encode, "JSON lines of text on stdin to token ids", NULL},
     {"decode", cmd_decode, "JSON lines of token ids on stdin to text", NULL},
-    {"export", NULL, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", "issue 4"},
-    {"import", NULL, "FLA / Hugging Face folder to a kda checkpoint", "issue 4"},
-    {"generate", NULL, "text from a checkpoint with the recurrent form", "issue 5"},
+    {"export", cmd_export, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", NULL},
+    {"import", cmd_import, "FLA / Hugging Face folder to a kda checkpoint", NULL},
+    {"generate", cmd_generate, "text from a checkpoint with the recurrent form", NULL},
     {"eval", NULL, "lm-eval-harness-compatible scoring on local task files", "issue 5"},
     {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps", NULL},
 };
