@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 expect_fail "no command" "usage" $KDA
 expect_fail "unknown command" "unknown command 'frobnicate'" $KDA frobnicate
-expect_fail "a command not built yet says so" "not built yet" $KDA generate
+expect_fail "a command not built yet says so" "not built yet" $KDA eval
 expect_fail "missing config file" "nope.yaml" $KDA train "$TMP/nope.yaml"
 printf 'hidden_size: [1, 2\n' > "$TMP/broken.yaml"
 expect_fail "malformed YAML names file:line" "broken.yaml:" $KDA train "$TMP/broken.yaml"
