@@ -18,6 +18,14 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
+FUZZ     ?= 0
+ifeq ($(FUZZ),1)
+  BUILD  := build-fuzz
+  CC     := clang
+  CFLAGS := $(filter-out -Werror,$(CFLAGS)) -fsanitize=fuzzer-no-link,address,undefined -O1
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
 LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -63,6 +71,14 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libkda.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkda.a $(LDLIBS)
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
+
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libkda.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libkda.a $(LDLIBS)
+# libFuzzer targets (clang): make FUZZ=1 fuzz-bins
+fuzz-bins: $(FUZZ_BIN)
 
 # The whole suite: C tests, the same under ASan+UBSan, then parity tests against FLA & co.
 test: deps-check

@@ -27,6 +27,9 @@ void kda_on_die_remove(kda_cleanup_fn fn, void *arg) {
         }
 }
 
+static jmp_buf *die_jmp;
+void kda_die_longjmp(jmp_buf *jb) { die_jmp = jb; }
+
 static void run_hooks(void) {
     while (n_hooks > 0) {
         n_hooks--;
@@ -43,6 +46,7 @@ void kda_die(const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     run_hooks();
+    if (die_jmp) longjmp(*die_jmp, 1);
     exit(1);
 }
 
@@ -55,6 +59,7 @@ void kda_die_at(const char *file, int line, const char *fmt, ...) {
     fprintf(stderr, " (%s:%d)\n", file, line);
     va_end(ap);
     run_hooks();
+    if (die_jmp) longjmp(*die_jmp, 1);
     exit(1);
 }
 

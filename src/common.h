@@ -24,6 +24,11 @@ KDA_NORETURN void kda_die(const char *fmt, ...) KDA_PRINTF(1, 2);
 KDA_NORETURN void kda_die_at(const char *file, int line, const char *fmt, ...) KDA_PRINTF(3, 4);
 #define KDA_CHECK(cond, ...) do { if (!(cond)) kda_die_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)
 
+// Testing hook (fuzzers): when set, kda_die runs the cleanup hooks and longjmps to *jb
+// instead of exiting. NULL restores exiting.
+#include <setjmp.h>
+void kda_die_longjmp(jmp_buf *jb);
+
 // Cleanup hooks run by kda_die (and at normal exit if registered with atexit by the caller).
 typedef void (*kda_cleanup_fn)(void *arg);
 void kda_on_die(kda_cleanup_fn fn, void *arg);

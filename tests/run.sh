@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite (what `make test` and CI run):
 #   1. C tests (build/tests/test_*), 2. the same under ASan+UBSan (build-san/),
-#   3. command-line tests (tests/cli/*.sh), 4. parity tests against the reference Python
+#   2b. libFuzzer targets of the file readers for a bounded time, 3. command-line tests (tests/cli/*.sh), 4. parity tests against the reference Python
 #   stack (tests/python/test_*.py in the project venv made by tools/pyenv.sh).
 # Ends with "N passed, N failed"; exit status non-zero if anything failed.
-# KDA_TEST_ONLY=c|san|cli|py limits the run to one group.
+# KDA_TEST_ONLY=c|san|fuzz|cli|py limits the run to one group.
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -41,6 +41,19 @@ if [ -z "$only" ] || [ "$only" = san ]; then
     unset ASAN_OPTIONS UBSAN_OPTIONS
   else
     failed=$((failed+1)); failures+=("san/build")
+  fi
+fi
+
+if [ -z "$only" ] || [ "$only" = fuzz ]; then
+  echo "== fuzzers (libFuzzer, ${KDA_FUZZ_SECONDS:-20} s each; longer runs: docs/fuzzing.md)"
+  if command -v clang >/dev/null && make -s -j"$jobs" FUZZ=1 fuzz-bins >"$logdir/fuzz-build.log" 2>&1; then
+    for f in build-fuzz/fuzz/fuzz_*; do
+      name=$(basename "$f"); corpus=build-fuzz/corpus/$name; mkdir -p "$corpus"
+      ASAN_OPTIONS=detect_leaks=0 run_one "fuzz/$name" "$f" -max_total_time="${KDA_FUZZ_SECONDS:-20}" -rss_limit_mb=4096 \
+        -detect_leaks=0 -artifact_prefix="$logdir/$name-" "$corpus" "tests/fuzz/seeds/$name"
+    done
+  else
+    failed=$((failed+1)); failures+=("fuzz/build"); tail -5 "$logdir/fuzz-build.log"
   fi
 fi
 
