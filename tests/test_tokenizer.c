@@ -106,6 +106,22 @@ static void test_basics(const kda_tokenizer *t, kda_tok_ctx *c) {
     T_CHECK(ids.n == 2 && ids.v[0] == 128000 && ids.v[1] == 128001, "adjacent specials");
     encode(c, "<|eot_id|", 9, 0, &ids);
     T_CHECK(ids.n > 1 && ids.v[0] < 128000, "a truncated special is text");
+    // Regex semantics, ids from HF tokenizers: U+180E is not whitespace (PCRE2's UCP \s says it
+    // is), \s+(?!\S) leaves the last space to the next word, digits go in threes.
+    static const struct {
+        const char *text;
+        int32_t ids[8];
+        int n;
+    } hf[] = {
+        {"a \xE1\xA0\x8E b", {64, 87189, 254, 236, 293}, 5},
+        {"x\xE3\x80\x80\xE3\x80\x80y", {87, 23249, 23249, 88}, 4},
+        {"a  \n\n  b", {64, 19124, 220, 293}, 4},
+        {"12345678", {4513, 10961, 2495}, 3},
+    };
+    for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+        encode(c, hf[i].text, strlen(hf[i].text), 0, &ids);
+        T_CHECK(same_ids(&ids, hf[i].ids, (size_t)hf[i].n), "regex semantics as HF: case %zu", i);
+    }
     T_CHECK(kda_tok_vocab_size(t) == 128256 && kda_tok_bos_id(t) == 128000, "vocab 128256, BOS 128000");
     char buf[64];
     T_CHECK(kda_tok_id_to_token(t, 1917, buf, sizeof buf) == 7 && !strcmp(buf, "\xC4\xA0world"),
