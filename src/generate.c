@@ -290,14 +290,19 @@ const float *kda_decoder_logits(kda_decoder *d) {
 
 // ---- sampling ---------------------------------------------------------------------------------
 
+typedef struct {
+    float x;    // processed logit
+    int32_t id;
+} candidate;
+
 struct kda_sampler {
     kda_sampling o;
     int NV;
     kda_rng rng;
-    uint8_t *seen; // [NV]
-    float *x;      // [NV] processed logits
-    int32_t *idx;  // [NV] candidate ids
-    double *p;     // [NV] probabilities of the candidates
+    uint8_t *seen;   // [NV]
+    candidate *c;    // [NV]
+    float *scratch;  // [NV] for the top-k selection
+    double *p;       // [NV] unnormalised probabilities of the candidates
 };
 
 kda_sampler *kda_sampler_create(int vocab_size, const kda_sampling *o, uint64_t seed) {
@@ -313,8 +318,8 @@ kda_sampler *kda_sampler_create(int vocab_size, const kda_sampling *o, uint64_t 
     s->NV = vocab_size;
     kda_rng_seed(&s->rng, seed);
     s->seen = kda_calloc((size_t)vocab_size, 1);
-    s->x = kda_malloc((size_t)vocab_size * sizeof(float));
-    s->idx = kda_malloc((size_t)vocab_size * sizeof(int32_t));
+    s->c = kda_malloc((size_t)vocab_size * sizeof(candidate));
+    s->scratch = kda_malloc((size_t)vocab_size * sizeof(float));
     s->p = kda_malloc((size_t)vocab_size * sizeof(double));
     return s;
 }
@@ -322,8 +327,8 @@ kda_sampler *kda_sampler_create(int vocab_size, const kda_sampling *o, uint64_t 
 void kda_sampler_free(kda_sampler *s) {
     if (!s) return;
     free(s->seen);
-    free(s->x);
-    free(s->idx);
+    free(s->c);
+    free(s->scratch);
     free(s->p);
     free(s);
 }
@@ -335,64 +340,81 @@ void kda_sampler_observe(kda_sampler *s, int32_t id) {
     s->seen[id] = 1;
 }
 
-static const float *sort_keys; // qsort has no context argument; the sampler is not reentrant across threads
-static int by_value_desc(const void *a, const void *b) {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    float x = sort_keys[i], y = sort_keys[j];
-    if (x != y) return x > y ? -1 : 1;
-    return (i > j) - (i < j);
+// Most probable first; equal values by id, so the order is total and runs are reproducible.
+static int by_value_desc(const void *pa, const void *pb) {
+    const candidate *a = pa, *b = pb;
+    if (a->x != b->x) return a->x > b->x ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+// The k-th largest of v[0..n) (1 <= k <= n), by quickselect; v is reordered.
+static float kth_largest(float *v, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > pivot) i++;
+            while (v[j] < pivot) j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return v[want];
 }
 
 int32_t kda_sampler_pick(kda_sampler *s, const float *logits) {
-    int NV = s->NV;
-    float *x = s->x;
-    memcpy(x, logits, (size_t)NV * sizeof(float));
+    int NV = s->NV, n = 0;
     float rp = s->o.repetition_penalty;
-    if (rp != 1.0f)
-        for (int i = 0; i < NV; i++)
-            if (s->seen[i]) x[i] = x[i] < 0 ? x[i] * rp : x[i] / rp;
-    if (s->o.temperature <= 0) {
+    candidate *c = s->c;
+    for (int i = 0; i < NV; i++) {
+        float x = logits[i];
+        if (rp != 1.0f && s->seen[i]) x = x < 0 ? x * rp : x / rp;
+        c[i] = (candidate){x, i};
+    }
+    if (s->o.temperature <= 0) { // greedy: the first maximum
         int best = 0;
         for (int i = 1; i < NV; i++)
-            if (x[i] > x[best]) best = i;
+            if (c[i].x > c[best].x) best = i;
         return best;
     }
-    for (int i = 0; i < NV; i++) x[i] /= s->o.temperature;
-    // candidates, most probable first when top-k or top-p needs an order
-    int n = 0;
-    for (int i = 0; i < NV; i++)
-        if (x[i] > -INFINITY) s->idx[n++] = i;
-    KDA_CHECK(n > 0, "every logit is -inf or NaN");
-    int ordered = (s->o.top_k > 0 && s->o.top_k < n) || s->o.top_p < 1.0f;
-    if (ordered) {
-        sort_keys = x;
-        qsort(s->idx, (size_t)n, sizeof(int32_t), by_value_desc);
-        if (s->o.top_k > 0 && s->o.top_k < n) { // keep every value >= the k-th largest
-            float kth = x[s->idx[s->o.top_k - 1]];
-            int keep = s->o.top_k;
-            while (keep < n && x[s->idx[keep]] >= kth) keep++;
-            n = keep;
-        }
+    for (int i = 0; i < NV; i++) {
+        float x = c[i].x / s->o.temperature;
+        if (x > -INFINITY) c[n++] = (candidate){x, i}; // drops -inf and NaN
     }
-    float mx = x[s->idx[0]];
-    if (!ordered)
-        for (int c = 1; c < n; c++) mx = x[s->idx[c]] > mx ? x[s->idx[c]] : mx;
+    KDA_CHECK(n > 0, "every logit is -inf or NaN");
+    if (s->o.top_k > 0 && s->o.top_k < n) { // keep every value >= the k-th largest (ties stay)
+        for (int i = 0; i < n; i++) s->scratch[i] = c[i].x;
+        float kth = kth_largest(s->scratch, n, s->o.top_k);
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (c[i].x >= kth) c[m++] = c[i];
+        n = m;
+    }
+    if (s->o.top_p < 1.0f) qsort(c, (size_t)n, sizeof(candidate), by_value_desc);
+    float mx = c[0].x;
+    for (int i = 1; i < n; i++) mx = c[i].x > mx ? c[i].x : mx;
     double Z = 0;
-    for (int c = 0; c < n; c++) Z += s->p[c] = exp((double)x[s->idx[c]] - mx);
+    for (int i = 0; i < n; i++) Z += s->p[i] = exp((double)c[i].x - mx);
     if (s->o.top_p < 1.0f) { // keep a token while the mass ranked above it is below top_p
         double above = 0;
         int keep = 0;
         while (keep < n && above < s->o.top_p * Z) above += s->p[keep++];
-        n = keep > 0 ? keep : 1;
-        Z = 0;
-        for (int c = 0; c < n; c++) Z += s->p[c];
+        n = keep; // >= 1: nothing is ranked above the first
+        Z = above;
     }
     double u = kda_rng_uniform(&s->rng) * Z, acc = 0;
-    for (int c = 0; c < n; c++) {
-        acc += s->p[c];
-        if (u < acc) return s->idx[c];
+    for (int i = 0; i < n; i++) {
+        acc += s->p[i];
+        if (u < acc) return c[i].id;
     }
-    return s->idx[n - 1];
+    return c[n - 1].id;
 }
 
 // ---- the generation loop ----------------------------------------------------------------------

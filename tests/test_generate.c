@@ -225,7 +225,7 @@ static void test_generate_loop(kda_model *m, kda_rng *r) {
 
 // float64 reference of HF's processors: penalty, temperature, top-k, top-p (ascending cumsum)
 static void ref_probs(const float *logits, const int *seen, int n, const kda_sampling *s, double *p) {
-    double x[16];
+    double x[32];
     for (int i = 0; i < n; i++) {
         x[i] = logits[i];
         if (seen[i]) x[i] = x[i] < 0 ? x[i] * s->repetition_penalty : x[i] / s->repetition_penalty;
@@ -247,7 +247,7 @@ static void ref_probs(const float *logits, const int *seen, int n, const kda_sam
     for (int i = 0; i < n; i++) p[i] /= Z;
     // remove tokens whose ascending cumulative probability is <= 1 - top_p
     double keep_mass = 0;
-    int keep[16];
+    int keep[32];
     for (int i = 0; i < n; i++) {
         double cum = 0; // mass of tokens ranked at or below i (ascending order, ties by larger index first)
         for (int j = 0; j < n; j++)
@@ -266,35 +266,70 @@ static void ref_probs(const float *logits, const int *seen, int n, const kda_sam
 }
 
 static void test_sampler_distribution(kda_rng *r) {
-    const int n = 8, draws = 40000;
-    float logits[8];
-    int seen[8] = {0, 1, 0, 1, 0, 0, 1, 0};
-    for (int i = 0; i < n; i++) logits[i] = (float)(1.5 * kda_rng_normal(r));
+    enum { n = 16 };
+    const int draws = 40000;
+    float logits[n];
+    int seen[n] = {0};
+    // a flat ladder of logits (several tokens in every nucleus), shuffled, a little jitter
+    for (int i = 0; i < n; i++) logits[i] = 1.0f - 0.15f * (float)i + (float)(0.03 * kda_rng_normal(r));
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)kda_rng_below(r, (uint64_t)i + 1);
+        float t = logits[i];
+        logits[i] = logits[j];
+        logits[j] = t;
+    }
+    for (int i = 0; i < n; i += 3) seen[i] = 1;
     kda_sampling cases[3] = {
         {.temperature = 0.8f, .top_k = 5, .top_p = 0.75f, .repetition_penalty = 1.5f},
         {.temperature = 1.3f, .top_k = 0, .top_p = 0.6f, .repetition_penalty = 1.0f},
         {.temperature = 1.0f, .top_k = 3, .top_p = 1.0f, .repetition_penalty = 0.7f},
     };
     for (int c = 0; c < 3; c++) {
-        double p[8];
+        double p[n];
         ref_probs(logits, seen, n, &cases[c], p);
         kda_sampler *s = kda_sampler_create(n, &cases[c], kda_rng_u64(r));
         for (int i = 0; i < n; i++)
             if (seen[i]) kda_sampler_observe(s, i);
-        int count[8] = {0};
+        int count[n] = {0};
         for (int k = 0; k < draws; k++) count[kda_sampler_pick(s, logits)]++;
         double worst = 0;
-        int leaked = 0;
+        int leaked = 0, kept = 0;
         for (int i = 0; i < n; i++) {
+            kept += p[i] > 0;
             double dv = fabs((double)count[i] / draws - p[i]);
             worst = dv > worst ? dv : worst;
             leaked += p[i] == 0 && count[i] > 0;
         }
         T_CHECK(worst < 0.015 && !leaked,
-                "sampler case %d (T %.1f, top-k %d, top-p %.2f, penalty %.1f): |freq - p| %.4f < 0.015, %d removed ids drawn",
+                "sampler case %d (T %.1f, top-k %d, top-p %.2f, penalty %.1f): %d ids kept, |freq - p| %.4f < 0.015, "
+                "%d removed ids drawn",
                 c, (double)cases[c].temperature, cases[c].top_k, (double)cases[c].top_p,
-                (double)cases[c].repetition_penalty, worst, leaked);
+                (double)cases[c].repetition_penalty, kept, worst, leaked);
         kda_sampler_free(s);
+    }
+    // top-k keeps ties with the k-th value; on a larger vocabulary only the k best are ever drawn
+    {
+        kda_sampling t = {.temperature = 1, .top_k = 2, .top_p = 1, .repetition_penalty = 1};
+        kda_sampler *s = kda_sampler_create(5, &t, kda_rng_u64(r));
+        int count[5] = {0};
+        for (int k = 0; k < 3000; k++) count[kda_sampler_pick(s, (float[]){1, 3, 2.5f, 3, 2.5f})]++;
+        T_CHECK(count[0] == 0 && count[2] == 0 && count[4] == 0 && count[1] > 0 && count[3] > 0,
+                "top-k 2 with a tie at the top: only ids 1 and 3 drawn (%d, %d)", count[1], count[3]);
+        kda_sampler_free(s);
+        enum { NBIG = 3000, KBIG = 17 };
+        float *big = kda_malloc(sizeof(float) * NBIG);
+        for (int i = 0; i < NBIG; i++) big[i] = (float)kda_rng_normal(r);
+        int above_min = 0; // ids whose logit is below the KBIG-th largest must never appear
+        t.top_k = KBIG;
+        s = kda_sampler_create(NBIG, &t, kda_rng_u64(r));
+        for (int k = 0; k < 2000; k++) {
+            int id = kda_sampler_pick(s, big), rank = 0;
+            for (int i = 0; i < NBIG; i++) rank += big[i] > big[id];
+            above_min += rank >= KBIG;
+        }
+        T_CHECK(above_min == 0, "top-k %d of %d random logits: %d draws outside the top %d", KBIG, NBIG, above_min, KBIG);
+        kda_sampler_free(s);
+        free(big);
     }
     // greedy honours the penalty: positive logits divided, negative multiplied
     kda_sampling g = {.temperature = 0, .top_k = 0, .top_p = 1, .repetition_penalty = 1.2f};
