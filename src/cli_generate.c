@@ -284,6 +284,9 @@ static kda_model *load_model(const gen_opts *o, kda_config *cfg) {
     } else {
         kda_model_init(m, (uint64_t)o->init_seed);
     }
+    // generation never computes gradients: give their buffer (as large as the weights) back
+    m->ops->free(m->grad);
+    m->grad = NULL;
     return m;
 }
 
