@@ -322,7 +322,7 @@ kda_tokenizer *kda_tok_load_hf(const char *path) {
     size_t cap = 0;
     json_object_foreach((json_t *)vocab, key, v) {
         int32_t id = (int32_t)json_integer_value(v);
-        size_t n = strlen(key);
+        size_t n = json_object_iter_key_len(json_object_key_to_iter(key)); // keys may hold U+0000
         if (t->kind[id]) kda_die("tokenizer %s: vocab id %d is given twice", path, id);
         if (cap < n + 1) buf = kda_realloc(buf, cap = 2 * n + 1);
         int raw;
