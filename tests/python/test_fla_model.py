@@ -148,9 +148,13 @@ def main() -> int:
     fla32 = run_fla(w, ids, torch.float32)
     fla64 = run_fla(w, ids, torch.float64)  # information only: which side is closer to exact
 
+    worst = {}
+
     def check(label, ours_v, fla_v, ref64_v):
         e = rel(ours_v, fla_v)
         ok = e <= TOL
+        algo = label.split(":")[0]
+        worst[algo] = max(worst.get(algo, (0.0, "")), (e, label))
         print(f"  {'ok  ' if ok else 'FAIL'}  {label:<44} rel {e:.2e}   "
               f"(vs fp64: ours {rel(ours_v, ref64_v):.1e}, FLA {rel(fla_v, ref64_v):.1e})")
         if not ok:
@@ -164,6 +168,7 @@ def main() -> int:
         for n in fla32["grads"]:
             check(f"{algo}: d {n}", o["grads"][n], fla32["grads"][n], fla64["grads"][n])
         print(f"  loss: ours {o['loss']:.9f}  FLA {fla32['loss']:.9f}  FLA fp64 {fla64['loss']:.9f}")
+        print(f"  worst: {worst[algo][0]:.2e} ({worst[algo][1]})")
 
     n_checks = 2 * (2 + len(fla32["grads"]))
     if failures:
