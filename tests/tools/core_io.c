@@ -89,6 +89,7 @@ int main(int argc, char **argv) {
     const kda_core_algo algos[2] = {KDA_RECURRENT, KDA_CHUNKED};
     enum { PER_ALGO = 1 + NX };
     kda_st_tensor out[2 * PER_ALGO];
+    memset(out, 0, sizeof out);
     char names[2 * PER_ALGO][64];
     float *bufs[2 * PER_ALGO];
     int n_out = 0;
