@@ -76,10 +76,10 @@ kda_gpt_dataset *kda_gpt_dataset_new(const kda_indexed *ds, uint64_t begin, uint
     const int32_t *sizes = kda_indexed_seq_lengths(ds);
     uint64_t n_docs = end - begin, tokens_per_epoch = 0;
     for (uint64_t i = begin; i < end; i++) tokens_per_epoch += (uint64_t)sizes[i];
-    if (tokens_per_epoch < (uint64_t)seq_length + 1)
-        kda_die("'%s': documents %" PRIu64 "..%" PRIu64 " hold %" PRIu64 " tokens, fewer than one sample of seq_length+1 = "
-                "%d; use more data, a smaller seq_length, or a split that gives this part more",
-                name, begin, end, tokens_per_epoch, seq_length + 1);
+    if (tokens_per_epoch < 2) // Megatron asserts the same (and loops forever on 0)
+        kda_die("'%s': sequences %" PRIu64 "..%" PRIu64 " hold %" PRIu64 " tokens, too few to cut samples from; use more "
+                "data or a split that gives this part more",
+                name, begin, end, tokens_per_epoch);
 
     kda_gpt_dataset *g = kda_calloc(1, sizeof *g);
     g->ds = ds;
