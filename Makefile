@@ -35,8 +35,36 @@ TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test test-c test-san test-py demo bench clean cuda
+.PHONY: all deps test test-c test-san test-py demo bench clean cuda cuda-device-bins
 all: deps-check kda
+
+# ---- CUDA backend (docs/cuda.md): src/cuda/*.cu when nvcc is on PATH, else src/ops_cuda_stub.c.
+# The .cu objects carry no sanitizer, so build/ and build-san/ share them (compiled once).
+# tests/cuda/test_cuda_*.c become $(BUILD)/tests/test_cuda_* (they print SKIP without a GPU);
+# `make cuda-device-bins` links tests/cuda/*.c for the GPU machine (libyaml/snappy static).
+CUDA_TEST_SRC := $(wildcard tests/cuda/test_cuda_*.c)
+TEST_BIN += $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/%)
+ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
+  CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
+  CU_OBJ    := $(patsubst %.cu,build/%.o,$(wildcard src/cuda/*.cu))
+  LIB_OBJ   := $(filter-out $(BUILD)/src/ops_cuda_stub.o,$(LIB_OBJ)) $(CU_OBJ)
+  CFLAGS    += -DKDA_HAVE_CUDA
+  NVFLAGS   := -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -g -Xcompiler -Wall,-Wextra,-Werror -Isrc -DKDA_HAVE_CUDA
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  LDLIBS    += $(CUDA_LIBS)
+build/src/cuda/%.o: src/cuda/%.cu $(wildcard src/*.h src/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+endif
+$(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c $(BUILD)/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkda.a $(LDLIBS)
+CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,build/cuda-device/%,$(wildcard tests/cuda/*.c))
+cuda-device-bins: $(CUDA_DEVICE_BIN)
+build/cuda-device/%: tests/cuda/%.c build/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< build/libkda.a -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
+	  -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
 
 deps-check:
 	@tools/deps.sh check

@@ -1,0 +1,332 @@
+// kda_bwd.cu — chunked KDA backward on the GPU (kda-model.md §3.4, steps B1–B10), from the
+// forward's saved buffer (nothing recomputed). Working gradients are fp32 in the backend's
+// scratch; results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
+//   D1 chunk GEMM:     dVn = Aqkᵀ·dO                                   (first term of B1)
+//   D2 reverse scan:   dh = bf16(dS) per chunk; dVn += kg·dS; dS ← B3
+//   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
+//                      dBV = Tinvᵀ·dVn, G = Tinvᵀ·dWm, dL = −Tinvᵀ·(dTinv·Tinvᵀ) (strict lower),
+//                      dAqk = tril(dO·Vnᵀ)
+//   D4 finish (per chunk): B4–B7 elementwise terms, B9 pair sums with exponents ≤ 0, B10 reverse
+//                      cumsum, gate / β / l2norm backward, per-chunk partials of dA_log, ddt_bias
+//   D5 fixed-order sums of those partials (deterministic).
+#include "kda_cuda.cuh"
+
+struct kda_bwd_scratch {
+    float *dVn;          // [R,V]
+    bf16 *dh;            // [NC,K,V] dS at the end of each chunk
+    float *dQ, *dK;      // [R,K] dQg / dKd, overwritten in place by the final dq̂ / dk̂
+    float *dWm, *Gm;     // [R,K]
+    float *dT, *dL, *dA; // [R,C] dTinv (then dL), Xc, dAqk
+    float *Xc;
+    float *dBV;          // [R,V]
+    float *pA, *pdt;     // [NC], [NC,K] partials
+};
+
+static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
+    cu_carve c(base);
+    o->dVn = c.take<float>(s.R * s.V);
+    o->dh = c.take<bf16>(s.NC * s.K * s.V);
+    o->dQ = c.take<float>(s.R * s.K), o->dK = c.take<float>(s.R * s.K);
+    o->dWm = c.take<float>(s.R * s.K), o->Gm = c.take<float>(s.R * s.K);
+    o->dT = c.take<float>(s.R * s.C), o->Xc = c.take<float>(s.R * s.C), o->dA = c.take<float>(s.R * s.C);
+    o->dL = o->dT;
+    o->dBV = c.take<float>(s.R * s.V);
+    o->pA = c.take<float>(s.NC), o->pdt = c.take<float>(s.NC * s.K);
+    return c.off;
+}
+
+// ---- D2: reverse state-gradient scan, grid (ceil(V/VT), H, B) ----
+static size_t scan_bwd_smem(int K, int C) {
+    return sizeof(float) * ((size_t)K * KDA_VT + 3 * (size_t)C * (K + 1) + 2 * (size_t)C * KDA_VT + K);
+}
+
+__global__ void __launch_bounds__(256)
+kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
+    extern __shared__ float sm[];
+    int K = s.K, V = s.V, C = s.C, KP = K + 1;
+    float *dS = sm, *kgs = dS + K * KDA_VT, *qgs = kgs + C * KP, *wms = qgs + C * KP, *dos = wms + C * KP,
+          *dvn = dos + C * KDA_VT, *decay = dvn + C * KDA_VT;
+    int v0 = blockIdx.x * KDA_VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+    for (int e = tid; e < K * KDA_VT; e += 256) dS[e] = 0.0f; // dS_final = 0 in training
+    for (int c = s.NT - 1; c >= 0; c--) {
+        int n = min(C, s.T - c * C);
+        size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
+        for (int e = tid; e < K * KDA_VT; e += 256) {
+            int d = e / KDA_VT, v = e % KDA_VT;
+            if (v0 + v < V) w.dh[(ch * K + d) * V + v0 + v] = f2bf(dS[e]);
+        }
+        for (int e = tid; e < C * K; e += 256) {
+            int r = e / K, d = e % K;
+            size_t i = r < n ? kda_row(s, b, c, h, r) * K + d : 0;
+            kgs[r * KP + d] = r < n ? bf2f(sv.kg[i]) : 0.0f;
+            qgs[r * KP + d] = r < n ? bf2f(sv.qg[i]) : 0.0f;
+            wms[r * KP + d] = r < n ? bf2f(sv.Wm[i]) : 0.0f;
+        }
+        for (int e = tid; e < C * KDA_VT; e += 256) {
+            int r = e / KDA_VT, v = e % KDA_VT;
+            bool ok = r < n && v0 + v < V;
+            size_t i = ok ? kda_row(s, b, c, h, r) * V + v0 + v : 0;
+            dos[e] = ok ? bf2f(dO[i]) : 0.0f;
+            dvn[e] = ok ? w.dVn[i] : 0.0f;
+        }
+        for (int d = tid; d < K; d += 256) decay[d] = expf(sv.G[last * K + d]);
+        __syncthreads();
+        for (int e = tid; e < C * KDA_VT; e += 256) { // B1: dVn = Aqkᵀ·dO + kg·dS
+            int r = e / KDA_VT, v = e % KDA_VT;
+            if (r >= n) continue;
+            float acc = dvn[e];
+            for (int d = 0; d < K; d++) acc += kgs[r * KP + d] * dS[d * KDA_VT + v];
+            dvn[e] = acc;
+            if (v0 + v < V) w.dVn[kda_row(s, b, c, h, r) * V + v0 + v] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < K * KDA_VT; e += 256) { // B3
+            int d = e / KDA_VT, v = e % KDA_VT;
+            float a = 0.0f, bq = 0.0f;
+            for (int r = 0; r < n; r++) {
+                a += qgs[r * KP + d] * dos[r * KDA_VT + v];
+                bq += wms[r * KP + d] * dvn[r * KDA_VT + v];
+            }
+            dS[e] = s.scale * a - bq + decay[d] * dS[e];
+        }
+        __syncthreads();
+    }
+}
+
+// ---- D4: finish, grid (NT, H, B), 256 threads ----
+enum { FT = 32 }; // key columns per pass
+
+static size_t finish_smem(void) {
+    return sizeof(float) * (2 * (size_t)KDA_MAX_C * (KDA_MAX_C + 1) + 5 * (size_t)KDA_MAX_C * (FT + 1) +
+                            3 * KDA_MAX_C + 2 * FT);
+}
+
+__device__ __forceinline__ float softplus20(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+
+__global__ void __launch_bounds__(256)
+kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
+                  const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias, kda_bwd_scratch w,
+                  bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
+                  bf16 *__restrict__ db) {
+    extern __shared__ float sm[];
+    const int MC = KDA_MAX_C, CP = KDA_MAX_C + 1, TP = FT + 1;
+    float(*dLs)[CP] = (float(*)[CP])sm;
+    float(*dAs)[CP] = (float(*)[CP])(sm + MC * CP);
+    float(*qs)[TP] = (float(*)[TP])(sm + 2 * MC * CP);
+    float(*ks)[TP] = qs + MC;
+    float(*gs)[TP] = ks + MC;
+    float(*dgs)[TP] = gs + MC;
+    float(*pb)[TP] = dgs + MC;
+    float *betas = (float *)(pb + MC), *dbeta = betas + MC, *dApart = dbeta + MC, *gl = dApart + MC,
+          *lastadd = gl + FT;
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+    int warp = tid >> 5, lane = tid & 31;
+    int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C;
+    size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
+    float sc = s.scale, eA = expf(bf2f(A_log[h]));
+
+    if (tid < MC) betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
+    // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v
+    for (int r = warp; r < n; r += 8) {
+        size_t row = kda_row(s, b, c, h, r);
+        float be = sv.beta[row], acc = 0.0f;
+        for (int j = lane; j < V; j += 32) {
+            float g = w.dBV[row * V + j];
+            acc += g * bf2f(v[row * V + j]);
+            dv[row * V + j] = f2bf(be * g);
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) dbeta[r] = acc;
+    }
+    for (int e = tid; e < MC * MC; e += 256) {
+        int r = e / MC, j = e % MC;
+        bool ok = r < n && j < C;
+        size_t i = ok ? kda_row(s, b, c, h, r) * C + j : 0;
+        dLs[r][j] = ok ? w.dL[i] : 0.0f;
+        dAs[r][j] = ok ? w.dA[i] : 0.0f;
+    }
+    float dA_total = 0.0f; // thread 0
+    for (int d0 = 0; d0 < K; d0 += FT) {
+        int dn = min(FT, K - d0);
+        __syncthreads();
+        for (int e = tid; e < MC * FT; e += 256) {
+            int r = e / FT, dd = e % FT;
+            bool ok = r < n && dd < dn;
+            size_t i = ok ? kda_row(s, b, c, h, r) * K + d0 + dd : 0;
+            qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
+            ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
+            gs[r][dd] = ok ? sv.G[i] : 0.0f;
+        }
+        if (tid < dn) { // B5 column sum and B6, both land on the last row's dΓ
+            int d = d0 + tid;
+            float g_l = sv.G[last * K + d], acc = 0.0f;
+            for (int r = 0; r < n; r++) {
+                size_t i = kda_row(s, b, c, h, r) * K + d;
+                acc += w.dK[i] * bf2f(sv.kn[i]) * expf(g_l - sv.G[i]);
+            }
+            const bf16 *hs = sv.h + (ch * K + d) * V, *dhs = w.dh + (ch * K + d) * V;
+            float sd = 0.0f;
+            for (int j = 0; j < V; j++) sd += bf2f(hs[j]) * bf2f(dhs[j]);
+            gl[tid] = g_l;
+            lastadd[tid] = acc + expf(g_l) * sd;
+        }
+        __syncthreads();
+        for (int e = tid; e < MC * FT; e += 256) {
+            int r = e / FT, dd = e % FT; // a warp: one row r, consecutive key columns
+            if (r >= n || dd >= dn) {
+                dgs[r][dd] = 0.0f, pb[r][dd] = 0.0f;
+                continue;
+            }
+            float gr = gs[r][dd], qr = qs[r][dd], kr = ks[r][dd];
+            float X = 0.0f, Y = 0.0f, Z = 0.0f;
+            for (int j = 0; j <= r; j++) { // B9, row side: exponents Γ_r − Γ_j ≤ 0
+                float ek = ks[j][dd] * expf(gr - gs[j][dd]);
+                X += dLs[r][j] * ek;
+                Y += dAs[r][j] * ek;
+            }
+            for (int j = r; j < n; j++) // B9, column side: exponents Γ_j − Γ_r ≤ 0
+                Z += (dLs[j][r] * betas[j] * ks[j][dd] + dAs[j][r] * sc * qs[j][dd]) * expf(gs[j][dd] - gr);
+            size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
+            float eg = expf(gr), egl = expf(gl[dd] - gr), be = betas[r];
+            float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
+            w.dQ[i] = dqg * eg + sc * Y;
+            w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
+            float dG = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
+            if (r == n - 1) dG += lastadd[dd];
+            dgs[r][dd] = dG;
+            pb[r][dd] = kr * eg * gm + kr * X;
+        }
+        __syncthreads();
+        if (tid < n) {
+            float acc = dbeta[tid];
+            for (int dd = 0; dd < dn; dd++) acc += pb[tid][dd];
+            dbeta[tid] = acc;
+        }
+        if (tid < dn) { // B10 reverse cumsum, then the gate backward
+            int d = d0 + tid;
+            float dtb = bf2f(dt_bias[h * K + d]);
+            float acc = 0.0f, ddt = 0.0f, dAl = 0.0f;
+            for (int r = n - 1; r >= 0; r--) {
+                acc += dgs[r][tid]; // dα_r
+                size_t i = kda_row(s, b, c, h, r) * K + d;
+                float z = bf2f(f[i]) + dtb;
+                float alpha = -eA * softplus20(z);
+                float dz = acc * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
+                df[i] = f2bf(dz);
+                ddt += dz;
+                dAl += acc * alpha;
+            }
+            w.pdt[ch * K + d] = ddt;
+            dApart[tid] = dAl;
+        }
+        __syncthreads();
+        if (tid == 0)
+            for (int dd = 0; dd < dn; dd++) dA_total += dApart[dd];
+    }
+    __syncthreads();
+    if (tid == 0) w.pA[ch] = dA_total;
+    if (tid < n) {
+        float be = betas[tid];
+        db[kda_row(s, b, c, h, tid)] = f2bf(dbeta[tid] * be * (1.0f - be));
+    }
+    // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector
+    for (int r = warp; r < n; r += 8) {
+        size_t row = kda_row(s, b, c, h, r);
+        float dotq = 0.0f, dotk = 0.0f;
+        for (int d = lane; d < K; d += 32) {
+            dotq += w.dQ[row * K + d] * bf2f(sv.qn[row * K + d]);
+            dotk += w.dK[row * K + d] * bf2f(sv.kn[row * K + d]);
+        }
+        dotq = warp_sum(dotq), dotk = warp_sum(dotk);
+        float rq = sv.rq[row], rk = sv.rk[row];
+        for (int d = lane; d < K; d += 32) {
+            size_t i = row * K + d;
+            dq[i] = f2bf(rq * (w.dQ[i] - dotq * bf2f(sv.qn[i])));
+            dk[i] = f2bf(rk * (w.dK[i] - dotk * bf2f(sv.kn[i])));
+        }
+    }
+}
+
+// ---- D5: dA_log[h] += Σ pA, ddt_bias[h·K+d] += Σ pdt, over (b, chunk) in order ----
+__global__ void kda_param_grad_kernel(kda_shape s, const float *__restrict__ pA, const float *__restrict__ pdt,
+                                      float *__restrict__ dA_log, float *__restrict__ ddt) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < s.H * s.K) {
+        int h = i / s.K, d = i % s.K;
+        float acc = 0.0f;
+        for (int b = 0; b < s.B; b++)
+            for (int c = 0; c < s.NT; c++) acc += pdt[(((size_t)b * s.NT + c) * s.H + h) * s.K + d];
+        ddt[i] += acc;
+    } else if (i < s.H * s.K + s.H) {
+        int h = i - s.H * s.K;
+        float acc = 0.0f;
+        for (int b = 0; b < s.B; b++)
+            for (int c = 0; c < s.NT; c++) acc += pA[((size_t)b * s.NT + c) * s.H + h];
+        dA_log[h] += acc;
+    }
+}
+
+void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
+                const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
+                void *dv, void *df, void *db, float *dA_log, float *ddt_bias) {
+    (void)q, (void)k, (void)b; // everything needed was saved by the forward
+    kda_shape s = kda_shape_of(d);
+    if (s.R == 0) return;
+    kda_saved sv;
+    kda_saved_layout(s, (void *)saved, &sv);
+    kda_bwd_scratch w;
+    size_t bytes = bwd_layout(s, NULL, &w);
+    bwd_layout(s, cu_scratch(bytes), &w);
+    int C = s.C, K = s.K, V = s.V;
+    const bf16 *dO = (const bf16 *)d_o;
+
+    kgemm g = {};
+    g.nterms = 1, g.M = C, g.out_f32 = 1, g.mask = KMASK_NONE;
+    g.t[0].alpha = 1.0f;
+    // D1: dVn = Aqkᵀ·dO
+    g.t[0].A = kv_tok(sv.Aqk, 0, C, 1), g.t[0].B = kv_tok(dO, 0, V, 0), g.t[0].Kd = C;
+    g.N = V, g.out = w.dVn, g.out_ld = V;
+    kda_chunk_gemm(s, g);
+    // D2
+    size_t smem = scan_bwd_smem(K, C);
+    CU_CHECK(cudaFuncSetAttribute(kda_scan_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kda_scan_bwd_kernel<<<dim3((V + KDA_VT - 1) / KDA_VT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, dO, w);
+    CU_LAUNCHED();
+    // D3
+    g.N = K, g.out_ld = K, g.t[0].Kd = V;
+    g.t[0].A = kv_tok(dO, 0, V, 0), g.t[0].B = kv_state(sv.h, K, V, 1), g.t[0].alpha = s.scale, g.out = w.dQ;
+    kda_chunk_gemm(s, g); // dQg = s·dO·hᵀ
+    g.t[0].A = kv_tok(sv.Vn, 0, V, 0), g.t[0].B = kv_state(w.dh, K, V, 1), g.t[0].alpha = 1.0f, g.out = w.dK;
+    kda_chunk_gemm(s, g); // dKd = Vn·dhᵀ
+    g.t[0].A = kv_tok(w.dVn, 1, V, 0), g.t[0].B = kv_state(sv.h, K, V, 1), g.t[0].alpha = -1.0f, g.out = w.dWm;
+    kda_chunk_gemm(s, g); // dWm = −dVn·hᵀ
+    kgemm g2 = {};
+    g2.nterms = 2, g2.M = C, g2.N = C, g2.out = w.dT, g2.out_f32 = 1, g2.out_ld = C, g2.mask = KMASK_NONE;
+    g2.t[0].A = kv_tok(w.dVn, 1, V, 0), g2.t[0].B = kv_tok(sv.vb, 0, V, 1), g2.t[0].Kd = V, g2.t[0].alpha = 1.0f;
+    g2.t[1].A = kv_tok(w.dWm, 1, K, 0), g2.t[1].B = kv_tok(sv.kb, 0, K, 1), g2.t[1].Kd = K, g2.t[1].alpha = 1.0f;
+    kda_chunk_gemm(s, g2); // dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
+    g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].Kd = C, g.t[0].alpha = 1.0f;
+    g.t[0].B = kv_tok(w.dVn, 1, V, 0), g.N = V, g.out_ld = V, g.out = w.dBV;
+    kda_chunk_gemm(s, g); // dBV = Tinvᵀ·dVn
+    g.t[0].B = kv_tok(w.dWm, 1, K, 0), g.N = K, g.out_ld = K, g.out = w.Gm;
+    kda_chunk_gemm(s, g); // G = Tinvᵀ·dWm
+    g.t[0].A = kv_tok(w.dT, 1, C, 0), g.t[0].B = kv_tok(sv.Tinv, 0, C, 1), g.N = C, g.out_ld = C, g.out = w.Xc;
+    kda_chunk_gemm(s, g); // Xc = dTinv·Tinvᵀ
+    g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].B = kv_tok(w.Xc, 1, C, 0), g.t[0].alpha = -1.0f;
+    g.out = w.dL, g.mask = KMASK_STRICT;
+    kda_chunk_gemm(s, g); // dL = strictly_lower(−Tinvᵀ·Xc)   (overwrites dTinv, no longer needed)
+    g.t[0].A = kv_tok(dO, 0, V, 0), g.t[0].B = kv_tok(sv.Vn, 0, V, 1), g.t[0].Kd = V, g.t[0].alpha = 1.0f;
+    g.out = w.dA, g.mask = KMASK_LOWER;
+    kda_chunk_gemm(s, g); // dAqk = tril(dO·Vnᵀ)
+    // D4
+    smem = finish_smem();
+    CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
+        s, sv, (const bf16 *)v, (const bf16 *)f, (const bf16 *)A_log, (const bf16 *)dt_bias, w, (bf16 *)dq,
+        (bf16 *)dk, (bf16 *)dv, (bf16 *)df, (bf16 *)db);
+    CU_LAUNCHED();
+    // D5
+    int nth = s.H * K + s.H;
+    kda_param_grad_kernel<<<(nth + 127) / 128, 128, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);
+    CU_LAUNCHED();
+}

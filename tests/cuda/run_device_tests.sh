@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# run_device_tests.sh — all CUDA device tests and the KDA kernel benchmark, on the GPU machine.
+#
+# Builds nothing. Needs, prepared on the development machine (see docs/cuda.md):
+#   build/cuda-device/   `make cuda-device-bins` (test_cuda_ops, test_cuda_kda, kda_core_io,
+#                        bench_kda_cuda) and BUILD_INFO (commit); optionally triton_cache.tgz
+#   .whl/                flash-linear-attention and fla-core wheels (FLA is not installed there)
+# Run through the device tool with carry [build/cuda-device, .whl]. The log goes to stdout and
+# to $OUT/device_log.txt; the Triton cache to $OUT/triton_cache.tgz for the next call.
+# Steps (each under its own timeout, in order of importance): GPU info, op tests vs the CPU
+# backend, KDA core tests vs the CPU core, our KDA benchmark, FLA install, ours vs FLA vs a
+# float64 recurrence, FLA benchmark, compute-sanitizer memcheck/racecheck on a small KDA case.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=build/cuda-device
+OUTDIR=${OUT:-/tmp/kda-device-out}
+mkdir -p "$OUTDIR"
+LOG=$OUTDIR/device_log.txt
+exec > >(tee "$LOG") 2>&1
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache
+mkdir -p "$TRITON_CACHE_DIR"
+[ -f "$BIN/triton_cache.tgz" ] && tar xzf "$BIN/triton_cache.tgz" -C "$TRITON_CACHE_DIR"
+
+results=()
+step() { # name timeout_s command...
+    local name=$1 to=$2; shift 2
+    echo
+    echo "=== $name (timeout ${to}s)"
+    local t0=$SECONDS
+    timeout "$to" "$@"
+    local rc=$?
+    local st=PASS
+    [ $rc -ne 0 ] && st="FAIL(rc=$rc)"
+    [ $rc -eq 124 ] && st="TIMEOUT"
+    results+=("$(printf '%-34s %-12s %4ds' "$name" "$st" $((SECONDS - t0)))")
+}
+
+echo "kda CUDA device tests, $(date -u '+%Y-%m-%d %H:%M UTC')"
+[ -f "$BIN/BUILD_INFO" ] && cat "$BIN/BUILD_INFO"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader || true
+missing=$(ldd "$BIN"/test_cuda_ops 2>&1 | grep "not found")
+[ -n "$missing" ] && echo "missing libraries on this machine: $missing"
+
+KDA_CUDA_BIG=1 step "ops vs CPU backend"  300 "$BIN/test_cuda_ops"
+step "KDA core vs CPU core"          300 "$BIN/test_cuda_kda"
+step "KDA benchmark (ours)"          180 "$BIN/bench_kda_cuda" 16 32
+step "install FLA wheels"            180 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+                                         --upgrade --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+step "KDA core: ours vs FLA vs fp64" 420 python3 tests/cuda/fla_kda_compare.py check "$BIN"
+step "KDA benchmark (FLA chunk_kda)" 420 python3 tests/cuda/fla_kda_compare.py bench 16 32
+tar czf "$OUTDIR/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
+if command -v compute-sanitizer >/dev/null; then
+    KDA_CUDA_SMALL=1 step "memcheck (small KDA case)" 180 compute-sanitizer --tool memcheck --error-exitcode 3 \
+        "$BIN/test_cuda_kda"
+    KDA_CUDA_SMALL=1 step "racecheck (small KDA case)" 240 compute-sanitizer --tool racecheck --error-exitcode 3 \
+        "$BIN/test_cuda_kda"
+fi
+echo
+echo "=== summary"
+printf '%s\n' "${results[@]}"
+grep -hE "^(ours|FLA) " "$LOG" | sort -u

@@ -1,0 +1,314 @@
+// test_cuda_ops.c — every CUDA op (except the KDA core: test_cuda_kda.c) against the CPU
+// backend (fp32, the reference) on fresh seeded random inputs. The CPU side gets the same
+// bf16-rounded inputs the GPU sees; GPU outputs are poisoned with NaN before each op, so an
+// unwritten element fails. Tolerances: bf16 outputs 5e-3..1e-2 (one rounding, ~2^-9);
+// fp32 gradients computed from bf16 operands with fp32 accumulation 1e-4.
+// Without a GPU it prints "SKIP: no CUDA device" and exits 0.
+#include <unistd.h>
+
+#include "cuda/cuda_test_util.h"
+#include "test_die.h"
+
+// ---- linear ----
+static void test_linear(int N, int In, int O, int with_bias) {
+    char nm[96];
+    float *x = h_randn_bf((size_t)N * In, 1.0), *W = h_randn_bf((size_t)O * In, 0.05);
+    float *bias = with_bias ? h_randn_bf(O, 0.5) : NULL;
+    float *y_ref = h_randn((size_t)N * O, 1);
+    CPU->linear_fwd(x, W, bias, y_ref, N, In, O);
+    void *dx_ = d_bf(x, (size_t)N * In), *dW_ = d_bf(W, (size_t)O * In), *db_ = bias ? d_bf(bias, O) : NULL;
+    void *dy_ = d_bf_nan((size_t)N * O);
+    CU->linear_fwd(dx_, dW_, db_, dy_, N, In, O);
+    float *y = h_of_bf(dy_, (size_t)N * O);
+    snprintf(nm, sizeof nm, "linear_fwd N=%d In=%d O=%d%s", N, In, O, with_bias ? " +bias" : "");
+    CHECK_REL(nm, y, y_ref, (size_t)N * O, 5e-3);
+
+    // backward: dx written then accumulated, dW/dbias accumulated onto random values
+    float *gy = h_randn_bf((size_t)N * O, 1.0);
+    float *dW0 = h_randn((size_t)O * In, 1.0), *dB0 = h_randn(O, 1.0), *dx0 = h_randn_bf((size_t)N * In, 1.0);
+    for (int acc = 0; acc <= 1; acc++) {
+        float *dx_ref = h_copy(dx0, (size_t)N * In), *dW_ref = h_copy(dW0, (size_t)O * In), *dB_ref = h_copy(dB0, O);
+        CPU->linear_bwd(x, W, gy, dx_ref, dW_ref, with_bias ? dB_ref : NULL, N, In, O, acc);
+        void *gy_ = d_bf(gy, (size_t)N * O);
+        void *gx_ = acc ? d_bf(dx0, (size_t)N * In) : d_bf_nan((size_t)N * In);
+        float *gW_ = d_f32(dW0, (size_t)O * In), *gB_ = d_f32(dB0, O);
+        CU->linear_bwd(dx_, dW_, gy_, gx_, gW_, with_bias ? gB_ : NULL, N, In, O, acc);
+        float *gx = h_of_bf(gx_, (size_t)N * In), *gW = h_of_f32(gW_, (size_t)O * In), *gB = h_of_f32(gB_, O);
+        snprintf(nm, sizeof nm, "linear_bwd dx (accumulate=%d)", acc);
+        CHECK_REL(nm, gx, dx_ref, (size_t)N * In, acc ? 5e-3 : 5e-3);
+        CHECK_REL("linear_bwd dW (+=)", gW, dW_ref, (size_t)O * In, 1e-4);
+        if (with_bias) CHECK_REL("linear_bwd dbias (+=)", gB, dB_ref, O, 1e-4);
+        CU->free(gy_), CU->free(gx_), CU->free(gW_), CU->free(gB_);
+        free(dx_ref), free(dW_ref), free(dB_ref), free(gx), free(gW), free(gB);
+    }
+    // dx == NULL is allowed
+    float *gW_ = d_f32(dW0, (size_t)O * In);
+    void *gy_ = d_bf(gy, (size_t)N * O);
+    CU->linear_bwd(dx_, dW_, gy_, NULL, gW_, NULL, N, In, O, 0);
+    float *gW = h_of_f32(gW_, (size_t)O * In), *dW_ref = h_copy(dW0, (size_t)O * In);
+    CPU->linear_bwd(x, W, gy, NULL, dW_ref, NULL, N, In, O, 0);
+    CHECK_REL("linear_bwd dx=NULL: dW", gW, dW_ref, (size_t)O * In, 1e-4);
+    CU->free(gW_), CU->free(gy_), CU->free(dx_), CU->free(dW_), CU->free(db_), CU->free(dy_);
+    free(x), free(W), free(bias), free(y_ref), free(y), free(gy), free(dW0), free(dB0), free(dx0), free(gW), free(dW_ref);
+}
+
+// ---- embedding ----
+static void test_embed(int N, int d, int NV) {
+    int32_t *ids = kda_malloc(N * sizeof(int32_t));
+    for (int i = 0; i < N; i++) // skewed: a few very frequent ids, like real text
+        ids[i] = kda_rng_uniform(&RNG) < 0.3 ? (int)kda_rng_below(&RNG, 3) : (int)kda_rng_below(&RNG, NV);
+    float *E = h_randn_bf((size_t)NV * d, 0.02), *out_ref = h_randn((size_t)N * d, 1);
+    CPU->embed_fwd(ids, E, out_ref, N, d, NV);
+    int32_t *ids_ = CU->alloc(N * sizeof(int32_t));
+    CU->to_device(ids_, ids, N * sizeof(int32_t));
+    void *E_ = d_bf(E, (size_t)NV * d), *out_ = d_bf_nan((size_t)N * d);
+    CU->embed_fwd(ids_, E_, out_, N, d, NV);
+    float *out = h_of_bf(out_, (size_t)N * d);
+    T_CHECK(rel_vs(out, out_ref, (size_t)N * d) == 0.0, "embed_fwd N=%d d=%d NV=%d exact", N, d, NV);
+
+    float *g = h_randn_bf((size_t)N * d, 1.0), *dE0 = h_randn((size_t)NV * d, 1.0);
+    float *dE_ref = h_copy(dE0, (size_t)NV * d);
+    CPU->embed_bwd(ids, g, dE_ref, N, d);
+    void *g_ = d_bf(g, (size_t)N * d);
+    float *dE_ = d_f32(dE0, (size_t)NV * d), *dE2_ = d_f32(dE0, (size_t)NV * d);
+    CU->embed_bwd(ids_, g_, dE_, N, d);
+    CU->embed_bwd(ids_, g_, dE2_, N, d);
+    float *dE = h_of_f32(dE_, (size_t)NV * d), *dE2 = h_of_f32(dE2_, (size_t)NV * d);
+    CHECK_REL("embed_bwd dE (+=)", dE, dE_ref, (size_t)NV * d, 1e-5);
+    T_CHECK(!memcmp(dE, dE2, (size_t)NV * d * 4), "embed_bwd twice on the same input: bitwise identical");
+    CU->free(ids_), CU->free(E_), CU->free(out_), CU->free(g_), CU->free(dE_), CU->free(dE2_);
+    free(ids), free(E), free(out_ref), free(out), free(g), free(dE0), free(dE_ref), free(dE), free(dE2);
+}
+
+// ---- fused linear cross-entropy and logits ----
+static void test_lm_head(int N, int d, int NV) {
+    char nm[96];
+    float *x = h_randn_bf((size_t)N * d, 1.0), *E = h_randn_bf((size_t)NV * d, 0.1);
+    int32_t *tg = kda_malloc(N * sizeof(int32_t));
+    for (int i = 0; i < N; i++) tg[i] = (i % 17 == 5) ? -100 : (int)kda_rng_below(&RNG, NV);
+    float gs = 1.0f / N;
+    float *dx_ref = h_randn((size_t)N * d, 1), *dE0 = h_randn((size_t)NV * d, 0.01);
+    float *dE_ref = h_copy(dE0, (size_t)NV * d);
+    long nv_ref = 0, nv = 0, nv2 = 0;
+    double loss_ref = CPU->lm_head_ce(x, E, tg, N, d, NV, gs, dx_ref, dE_ref, &nv_ref);
+    int32_t *tg_ = CU->alloc(N * sizeof(int32_t));
+    CU->to_device(tg_, tg, N * sizeof(int32_t));
+    void *x_ = d_bf(x, (size_t)N * d), *E_ = d_bf(E, (size_t)NV * d), *dx_ = d_bf_nan((size_t)N * d);
+    float *dE_ = d_f32(dE0, (size_t)NV * d);
+    double loss = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dx_, dE_, &nv);
+    double loss_fwd = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, NULL, NULL, &nv2);
+    float *dx = h_of_bf(dx_, (size_t)N * d), *dE = h_of_f32(dE_, (size_t)NV * d);
+    snprintf(nm, sizeof nm, "lm_head_ce N=%d d=%d NV=%d: loss", N, d, NV);
+    T_REL(nm, fabs(loss - loss_ref) / loss_ref, 2e-3);
+    T_CHECK(nv == nv_ref && nv2 == nv_ref, "lm_head_ce n_valid %ld (fwd-only %ld) == CPU %ld", nv, nv2, nv_ref);
+    T_CHECK(loss_fwd == loss, "lm_head_ce forward-only loss equals the training loss (%.9g vs %.9g)", loss_fwd, loss);
+    CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
+    for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
+    CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
+
+    float *lg_ref = h_randn((size_t)N * NV, 1);
+    CPU->lm_head_logits(x, E, lg_ref, N, d, NV);
+    float *lg_ = d_f32_nan((size_t)N * NV);
+    CU->lm_head_logits(x_, E_, lg_, N, d, NV);
+    float *lg = h_of_f32(lg_, (size_t)N * NV);
+    CHECK_REL("lm_head_logits (fp32 out)", lg, lg_ref, (size_t)N * NV, 1e-4);
+    CU->free(tg_), CU->free(x_), CU->free(E_), CU->free(dx_), CU->free(dE_), CU->free(lg_);
+    free(x), free(E), free(tg), free(dx_ref), free(dE0), free(dE_ref), free(dx), free(dE), free(lg_ref), free(lg);
+}
+
+// ---- norms ----
+static void test_rmsnorm(int N, int d) {
+    char nm[96];
+    float *x = h_randn_bf((size_t)N * d, 2.0), *w = h_randn_bf(d, 1.0);
+    float *y_ref = h_randn((size_t)N * d, 1), *r_ref = h_randn(N, 1);
+    CPU->rmsnorm_fwd(x, w, y_ref, r_ref, N, d, 1e-6f);
+    void *x_ = d_bf(x, (size_t)N * d), *w_ = d_bf(w, d), *y_ = d_bf_nan((size_t)N * d);
+    float *r_ = d_f32_nan(N);
+    CU->rmsnorm_fwd(x_, w_, y_, r_, N, d, 1e-6f);
+    float *y = h_of_bf(y_, (size_t)N * d), *r = h_of_f32(r_, N);
+    snprintf(nm, sizeof nm, "rmsnorm_fwd N=%d d=%d: y", N, d);
+    CHECK_REL(nm, y, y_ref, (size_t)N * d, 5e-3);
+    CHECK_REL("rmsnorm_fwd rstd", r, r_ref, N, 1e-5);
+    float *g = h_randn_bf((size_t)N * d, 1.0), *dx0 = h_randn_bf((size_t)N * d, 1.0), *dw0 = h_randn(d, 1.0);
+    for (int acc = 0; acc <= 1; acc++) {
+        float *dx_ref = h_copy(dx0, (size_t)N * d), *dw_ref = h_copy(dw0, d);
+        CPU->rmsnorm_bwd(x, w, r_ref, g, dx_ref, dw_ref, N, d, acc);
+        void *g_ = d_bf(g, (size_t)N * d), *dx_ = acc ? d_bf(dx0, (size_t)N * d) : d_bf_nan((size_t)N * d);
+        float *dw_ = d_f32(dw0, d), *rr_ = d_f32(r_ref, N);
+        CU->rmsnorm_bwd(x_, w_, rr_, g_, dx_, dw_, N, d, acc);
+        float *dx = h_of_bf(dx_, (size_t)N * d), *dw = h_of_f32(dw_, d);
+        snprintf(nm, sizeof nm, "rmsnorm_bwd dx (accumulate=%d)", acc);
+        CHECK_REL(nm, dx, dx_ref, (size_t)N * d, 1e-2);
+        CHECK_REL("rmsnorm_bwd dw (+=)", dw, dw_ref, d, 1e-4);
+        CU->free(g_), CU->free(dx_), CU->free(dw_), CU->free(rr_);
+        free(dx_ref), free(dw_ref), free(dx), free(dw);
+    }
+    CU->free(x_), CU->free(w_), CU->free(y_), CU->free(r_);
+    free(x), free(w), free(y_ref), free(r_ref), free(y), free(r), free(g), free(dx0), free(dw0);
+}
+
+static void test_gated_rmsnorm(int rows, int V) {
+    char nm[96];
+    size_t n = (size_t)rows * V;
+    float *o = h_randn_bf(n, 1.5), *u = h_randn_bf(n, 2.0), *w = h_randn_bf(V, 1.0);
+    float *y_ref = h_randn(n, 1), *r_ref = h_randn(rows, 1);
+    CPU->gated_rmsnorm_fwd(o, u, w, y_ref, r_ref, rows, V, 1e-6f);
+    void *o_ = d_bf(o, n), *u_ = d_bf(u, n), *w_ = d_bf(w, V), *y_ = d_bf_nan(n);
+    float *r_ = d_f32_nan(rows);
+    CU->gated_rmsnorm_fwd(o_, u_, w_, y_, r_, rows, V, 1e-6f);
+    float *y = h_of_bf(y_, n), *r = h_of_f32(r_, rows);
+    snprintf(nm, sizeof nm, "gated_rmsnorm_fwd rows=%d V=%d: y", rows, V);
+    CHECK_REL(nm, y, y_ref, n, 5e-3);
+    CHECK_REL("gated_rmsnorm_fwd rstd", r, r_ref, rows, 1e-5);
+    float *g = h_randn_bf(n, 1.0), *dw0 = h_randn(V, 1.0);
+    float *do_ref = h_randn(n, 1), *du_ref = h_randn(n, 1), *dw_ref = h_copy(dw0, V);
+    CPU->gated_rmsnorm_bwd(o, u, w, r_ref, g, do_ref, du_ref, dw_ref, rows, V);
+    void *g_ = d_bf(g, n), *do_ = d_bf_nan(n), *du_ = d_bf_nan(n);
+    float *dw_ = d_f32(dw0, V), *rr_ = d_f32(r_ref, rows);
+    CU->gated_rmsnorm_bwd(o_, u_, w_, rr_, g_, do_, du_, dw_, rows, V);
+    float *d_o = h_of_bf(do_, n), *du = h_of_bf(du_, n), *dw = h_of_f32(dw_, V);
+    CHECK_REL("gated_rmsnorm_bwd d_o", d_o, do_ref, n, 1e-2);
+    CHECK_REL("gated_rmsnorm_bwd du", du, du_ref, n, 1e-2);
+    CHECK_REL("gated_rmsnorm_bwd dw (+=)", dw, dw_ref, V, 1e-4);
+    CU->free(o_), CU->free(u_), CU->free(w_), CU->free(y_), CU->free(r_), CU->free(g_), CU->free(do_);
+    CU->free(du_), CU->free(dw_), CU->free(rr_);
+    free(o), free(u), free(w), free(y_ref), free(r_ref), free(y), free(r), free(g), free(dw0), free(do_ref);
+    free(du_ref), free(dw_ref), free(d_o), free(du), free(dw);
+}
+
+// ---- short conv ----
+static void test_conv(int B, int T, int C, int W) {
+    char nm[96];
+    size_t n = (size_t)B * T * C;
+    float *x = h_randn_bf(n, 1.0), *w = h_randn_bf((size_t)C * W, 0.5), *y_ref = h_randn(n, 1);
+    CPU->conv_silu_fwd(x, w, y_ref, B, T, C, W);
+    void *x_ = d_bf(x, n), *w_ = d_bf(w, (size_t)C * W), *y_ = d_bf_nan(n);
+    CU->conv_silu_fwd(x_, w_, y_, B, T, C, W);
+    float *y = h_of_bf(y_, n);
+    snprintf(nm, sizeof nm, "conv_silu_fwd B=%d T=%d C=%d W=%d", B, T, C, W);
+    CHECK_REL(nm, y, y_ref, n, 5e-3);
+    float *g = h_randn_bf(n, 1.0), *dx_ref = h_randn(n, 1), *dw0 = h_randn((size_t)C * W, 1.0);
+    float *dw_ref = h_copy(dw0, (size_t)C * W);
+    CPU->conv_silu_bwd(x, w, g, dx_ref, dw_ref, B, T, C, W);
+    void *g_ = d_bf(g, n), *dx_ = d_bf_nan(n);
+    float *dw_ = d_f32(dw0, (size_t)C * W);
+    CU->conv_silu_bwd(x_, w_, g_, dx_, dw_, B, T, C, W);
+    float *dx = h_of_bf(dx_, n), *dw = h_of_f32(dw_, (size_t)C * W);
+    CHECK_REL("conv_silu_bwd dx", dx, dx_ref, n, 1e-2);
+    CHECK_REL("conv_silu_bwd dw (+=)", dw, dw_ref, (size_t)C * W, 1e-4);
+    CU->free(x_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dx_), CU->free(dw_);
+    free(x), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dx), free(dw);
+}
+
+// ---- SwiGLU / add ----
+static void test_elementwise(size_t n) {
+    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *z_ref = h_randn(n, 1);
+    CPU->swiglu_fwd(g, u, z_ref, n);
+    void *g_ = d_bf(g, n), *u_ = d_bf(u, n), *z_ = d_bf_nan(n);
+    CU->swiglu_fwd(g_, u_, z_, n);
+    float *z = h_of_bf(z_, n);
+    CHECK_REL("swiglu_fwd", z, z_ref, n, 5e-3);
+    float *dz = h_randn_bf(n, 1.0), *dg_ref = h_randn(n, 1), *du_ref = h_randn(n, 1);
+    CPU->swiglu_bwd(g, u, dz, dg_ref, du_ref, n);
+    void *dz_ = d_bf(dz, n), *dg_ = d_bf_nan(n), *du_ = d_bf_nan(n);
+    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, n);
+    float *dg = h_of_bf(dg_, n), *du = h_of_bf(du_, n);
+    CHECK_REL("swiglu_bwd dgate", dg, dg_ref, n, 1e-2);
+    CHECK_REL("swiglu_bwd dup", du, du_ref, n, 1e-2);
+    float *a_ref = h_randn(n, 1);
+    CPU->add(g, u, a_ref, n);
+    void *a_ = d_bf_nan(n);
+    CU->add(g_, u_, a_, n);
+    float *a = h_of_bf(a_, n);
+    CHECK_REL("add", a, a_ref, n, 5e-3);
+    CU->add(g_, u_, g_, n); // y aliases a
+    float *a2 = h_of_bf(g_, n);
+    T_CHECK(!memcmp(a, a2, n * 4), "add with y aliasing a gives the same result");
+    CU->free(g_), CU->free(u_), CU->free(z_), CU->free(dz_), CU->free(dg_), CU->free(du_), CU->free(a_);
+    free(g), free(u), free(z_ref), free(z), free(dz), free(dg_ref), free(du_ref), free(dg), free(du), free(a_ref);
+    free(a), free(a2);
+}
+
+// ---- optimizer ----
+static void test_optimizer(size_t n) {
+    float *g = h_randn(n, 0.3);
+    float *g_ = d_f32(g, n);
+    double s_ref = CPU->sumsq(g, n), s = CU->sumsq(g_, n);
+    T_REL("sumsq", fabs(s - s_ref) / s_ref, 1e-9);
+    T_CHECK(CU->sumsq(g_, n) == s, "sumsq twice: identical");
+    T_CHECK(!CU->has_nonfinite(g_, n), "has_nonfinite: clean tensor -> 0");
+    CU->scale(g_, 0.37f, n);
+    CPU->scale(g, 0.37f, n);
+    float *gs = h_of_f32(g_, n);
+    CHECK_REL("scale", gs, g, n, 1e-7);
+    float bad[2] = {INFINITY, NAN};
+    for (int i = 0; i < 2; i++) {
+        size_t at = kda_rng_below(&RNG, n);
+        float keep = g[at];
+        CU->to_device(g_ + at, &bad[i], 4);
+        T_CHECK(CU->has_nonfinite(g_, n) == 1, "has_nonfinite finds %s at %zu of %zu", i ? "NaN" : "inf", at, n);
+        CU->to_device(g_ + at, &keep, 4);
+    }
+    // AdamW: master p, bf16 working copy, moments
+    float *p = h_randn(n, 0.05), *m = h_randn(n, 0.01), *v = h_randn(n, 0.01);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *p_ = d_f32(p, n), *m_ = d_f32(m, n), *v_ = d_f32(v, n);
+    void *w_ = d_bf_nan(n);
+    float *wr = h_randn(n, 1);
+    CU->adamw(p_, w_, g_, m_, v_, n, 2e-4f, 0.9f, 0.95f, 1e-8f, 0.01f, 0.271f, 0.0975f);
+    CPU->adamw(p, wr, g, m, v, n, 2e-4f, 0.9f, 0.95f, 1e-8f, 0.01f, 0.271f, 0.0975f);
+    float *pp = h_of_f32(p_, n), *mm = h_of_f32(m_, n), *vv = h_of_f32(v_, n), *ww = h_of_bf(w_, n);
+    CHECK_REL("adamw master p", pp, p, n, 1e-6);
+    CHECK_REL("adamw m", mm, m, n, 1e-6);
+    CHECK_REL("adamw v", vv, v, n, 1e-6);
+    CHECK_REL("adamw bf16 working copy", ww, h_bf(wr, n), n, 5e-3);
+    void *w2_ = d_bf_nan(n);
+    CU->master_to_work(p_, w2_, n);
+    float *w2 = h_of_bf(w2_, n);
+    T_CHECK(!memcmp(w2, ww, n * 4), "master_to_work equals the working copy adamw wrote");
+    CU->free(g_), CU->free(p_), CU->free(m_), CU->free(v_), CU->free(w_), CU->free(w2_);
+    free(g), free(gs), free(p), free(m), free(v), free(wr), free(pp), free(mm), free(vv), free(ww), free(w2);
+}
+
+// ---- out of memory: message with the numbers and what to lower (fresh process: CUDA and fork do not mix)
+static char self_path[4096];
+static void oom_child(void *arg) {
+    (void)arg;
+    execl(self_path, self_path, "--oom", (char *)NULL);
+}
+static void run_oom(void) {
+    const kda_ops *cu = kda_ops_cuda(NULL);
+    if (cu) cu->alloc((size_t)1 << 50);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--oom")) {
+        run_oom();
+        return 0;
+    }
+    cu_test_start("test_cuda_ops");
+    T_CHECK(!strcmp(CU->name, "cuda") && CU->act_bytes == 2 && CU->w_bytes == 2, "table: name cuda, bf16 A and W");
+    test_linear(300, 256, 192, 1);
+    test_linear(257, 96, 40, 0);
+    test_embed(3000, 256, 50);
+    test_embed(700, 100, 5000);
+    test_lm_head(300, 64, 1000);
+    test_lm_head(777, 48, 50257);
+    if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
+    test_rmsnorm(333, 1024);
+    test_rmsnorm(100, 200);
+    test_gated_rmsnorm(500, 64);
+    test_gated_rmsnorm(77, 48);
+    test_conv(3, 100, 96, 4);
+    test_conv(2, 150, 300, 3);
+    test_elementwise(100003);
+    test_optimizer(1000003);
+    ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    if (k > 0) {
+        self_path[k] = 0;
+        t_child ch = t_run_child(oom_child, NULL);
+        const char *words[] = {"out of GPU memory", "GiB", "free", "micro_batch_size", "seq_length", NULL};
+        T_CHECK(t_died_saying(&ch, words), "alloc of 1 PiB dies with the numbers and what to lower: %.200s", ch.err);
+    }
+    return t_done("test_cuda_ops");
+}
