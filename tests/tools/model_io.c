@@ -1,9 +1,11 @@
 // model_io — dump one forward + backward of the model for whole-model parity tests.
 //
-//   model_io [--config f.yaml] [--set key=value]... [--seed N] [--perturb P]
+//   model_io [--config f.yaml] [--set key=value]... [--seed N] [--perturb P] [--load CKPT]
 //            --ids ids.bin --batch B --seq T --out DIR
 //
-// Builds the model (CPU backend, fp32), initialises it (kda-model.md §4) from the seed,
+// Builds the model (CPU backend, fp32), initialises it (kda-model.md §4) from the seed, or
+// with --load takes the weights of a kda checkpoint (a checkpoint directory or a save
+// directory with `latest`; pass its config.yaml with --config so the shapes match),
 // optionally moves every parameter off its init (--perturb P: x += P·s·N(0,1) with s the
 // tensor's RMS at init, or 1 for an all-zero tensor; deterministic from the seed), runs
 // forward + backward on ids (B x T int32, row-major, raw little-endian) with the targets
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint.h"
 #include "common.h"
 #include "config.h"
 #include "model.h"
@@ -29,7 +32,7 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: model_io [--config f.yaml] [--set key=value]... [--seed N] [--perturb P]\n"
+            "usage: model_io [--config f.yaml] [--set key=value]... [--seed N] [--perturb P] [--load CKPT]\n"
             "                --ids ids.bin --batch B --seq T --out DIR\n");
     exit(2);
 }
@@ -104,7 +107,7 @@ static void write_params(const kda_model *m, const float *dev, const char *path)
 int main(int argc, char **argv) {
     kda_config cfg;
     kda_config_defaults(&cfg);
-    const char *ids_path = NULL, *out = NULL;
+    const char *ids_path = NULL, *out = NULL, *load = NULL;
     long seed = 1, B = 0, T = 0;
     double pert = 0;
     for (int i = 1; i < argc; i++) {
@@ -119,6 +122,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) B = parse_long(a, v);
         else if (!strcmp(a, "--seq")) T = parse_long(a, v);
         else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--load")) load = v;
         else usage();
     }
     if (!ids_path || !out || B <= 0 || T <= 1) usage();
@@ -134,6 +138,12 @@ int main(int argc, char **argv) {
 
     kda_model *m = kda_model_create(&cfg, kda_ops_cpu(), (int)B, (int)T);
     kda_model_init(m, (uint64_t)seed);
+    if (load) {
+        char *ck = kda_ckpt_resolve(load);
+        if (!ck) kda_die("--load '%s' holds no checkpoint", load);
+        kda_ckpt_load(m, ck, 0, NULL, 0);
+        free(ck);
+    }
     if (pert != 0) perturb(m, pert, (uint64_t)seed);
     m->ops->zero(m->grad, m->n_floats * sizeof(float));
     long n_valid = 0;
