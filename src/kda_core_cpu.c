@@ -12,10 +12,14 @@
 // (KDA_RECURRENT). Everything else (l2norm, gate, β, chunk matrices, per-token states) is
 // recomputed by the backward from the raw inputs, one block at a time.
 //
-// Precision choices: fp32 everywhere except (a) sums of squares, the per-slice parameter
-// gradient sums and the reverse cumsum of dΓ, which use double accumulators, and (b) the
-// chunk-local gate prefix sum Γ, kept in double inside a chunk so that exp(Γ_r − Γ_j) for
-// nearby r, j does not inherit the rounding of two large |Γ|.
+// Precision choices: fp32 data and products, with double for (a) sums of squares, the
+// per-slice parameter-gradient sums and the dΓ accumulator / reverse cumsum of the chunked
+// backward (its terms cancel in pairs; see B9 in chunk_bwd), and (b) the chunk-local gate
+// prefix sum Γ and the decay products E_rj = e^{Γ_r − Γ_j}, formed as running products of
+// e^{α} so that nearby r, j do not inherit the rounding of two large |Γ|. Every exponent is
+// ≤ 0 (kda-model.md §3.5). Chunked and recurrent agree to ~1e-6 (output and all gradients),
+// also under decays strong enough to underflow.
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -29,6 +33,7 @@
 // ---- small dense helpers (contiguous inner loops the compiler vectorises) ----------------
 
 static inline void axpy(int n, float a, const float *restrict x, float *restrict y) {
+#pragma omp simd
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 static inline float dot(int n, const float *restrict x, const float *restrict y) {
@@ -85,37 +90,42 @@ typedef struct {
     void *mem;
 } slice_ws;
 
-static void ws_init(slice_ws *w, const kda_core_dims *d, int bwd) {
+// Carves the workspace out of one allocation (float and double parts); with base == NULL it
+// only counts. Returns the float count in *nf and the double count in *nd.
+static void ws_layout(slice_ws *w, const kda_core_dims *d, int bwd, char *base, size_t *nf, size_t *nd) {
     size_t T = (size_t)d->T, C = (size_t)block_len(d), K = (size_t)d->K, V = (size_t)d->V;
-    int rec = d->algo == KDA_RECURRENT;
-    size_t nf = T * (3 * K + 3 + V) + (bwd ? T * (V + 3 * K + 1 + V) : 0); // slice arrays
-    if (rec)
-        nf += 3 * K * V + 2 * V + (bwd ? (C + 1) * K * V : 0);
-    else
-        nf += 8 * C * K + 4 * C * V + tri((int)C) * K + 4 * C * C + 3 * K * V + 4 * K + V;
-    size_t nd = rec ? 0 : 3 * C * K + K + C;
-    char *p = kda_malloc(nf * sizeof(float) + nd * sizeof(double));
-    memset(w, 0, sizeof *w);
-    w->mem = p;
-    if (nd) w->G = (double *)p, w->Erow = w->G + C * K, w->ea = w->Erow + C * K, w->pre = w->ea + K, w->dG = w->pre + C;
-    float *f = (float *)(p + nd * sizeof(double));
-#define TAKE(field, count) (w->field = f, f += (count))
+    double *pd = (double *)base;
+    float *pf = base ? (float *)(base + *nd * sizeof(double)) : NULL;
+    size_t cf = 0, cd = 0;
+#define TAKE(field, count) (w->field = pf ? pf + cf : NULL, cf += (count))
+#define TAKE_D(field, count) (w->field = pd ? pd + cd : NULL, cd += (count))
     TAKE(q, T * K), TAKE(k, T * K), TAKE(a, T * K), TAKE(rq, T), TAKE(rk, T), TAKE(beta, T), TAKE(v, T * V);
     if (bwd) TAKE(dO, T * V), TAKE(dq, T * K), TAKE(dk, T * K), TAKE(da, T * K), TAKE(dbeta, T), TAKE(dv, T * V);
-    if (rec) {
-        TAKE(S, K * V), TAKE(dS, K * V), TAKE(dSp, K * V), TAKE(tmpV, V), TAKE(de, V);
+    TAKE(S, K * V), TAKE(dS, K * V), TAKE(dSp, K * V);
+    if (d->algo == KDA_RECURRENT) {
+        TAKE(tmpV, V), TAKE(de, V);
         if (bwd) TAKE(St, (C + 1) * K * V);
     } else {
-        TAKE(eG, C * K), TAKE(eGl, C * K), TAKE(Wm, C * K), TAKE(eLast, K);
-        TAKE(Um, C * V), TAKE(Vn, C * V), TAKE(E, tri((int)C) * K);
-        TAKE(Aqk, C * C), TAKE(L, C * C), TAKE(dAqk, C * C), TAKE(dL, C * C);
-        TAKE(dVn, C * V), TAKE(dBV, C * V);
-        TAKE(dWm, C * K), TAKE(Gm, C * K), TAKE(Y, C * K), TAKE(tw, C * K);
-        TAKE(S, K * V), TAKE(dS, K * V), TAKE(dSp, K * V), TAKE(xa, K), TAKE(xl, K), TAKE(dGall, K);
-        TAKE(tmpV, V);
+        TAKE_D(G, C * K), TAKE_D(Erow, C * K), TAKE_D(ea, K), TAKE_D(pre, C), TAKE_D(dG, C * K);
+        TAKE(eG, C * K), TAKE(eGl, C * K), TAKE(eLast, K), TAKE(E, tri((int)C) * K);
+        TAKE(Aqk, C * C), TAKE(L, C * C), TAKE(Wm, C * K), TAKE(Um, C * V), TAKE(Vn, C * V);
+        if (bwd) {
+            TAKE(dAqk, C * C), TAKE(dL, C * C), TAKE(dVn, C * V), TAKE(dBV, C * V);
+            TAKE(dWm, C * K), TAKE(Gm, C * K), TAKE(Y, C * K), TAKE(tw, C * K);
+            TAKE(xa, K), TAKE(xl, K), TAKE(dGall, K);
+        }
     }
 #undef TAKE
-    KDA_CHECK((size_t)(f - (float *)(p + nd * sizeof(double))) <= nf, "kda_core: workspace layout overflow");
+#undef TAKE_D
+    *nf = cf, *nd = cd;
+}
+
+static void ws_init(slice_ws *w, const kda_core_dims *d, int bwd) {
+    size_t nf, nd;
+    ws_layout(w, d, bwd, NULL, &nf, &nd);
+    memset(w, 0, sizeof *w);
+    w->mem = kda_malloc(nd * sizeof(double) + nf * sizeof(float));
+    ws_layout(w, d, bwd, w->mem, &nf, &nd);
 }
 
 // ---- preamble: l2norm, gate, β (kda-model.md §2.3 step 7, §2.4, §2.5) --------------------
@@ -183,6 +193,7 @@ static void rec_step(int K, int V, const float *k, const float *a, float beta, c
                      float *S, float *tmpV) {
     for (int j = 0; j < K; j++) {
         float e = expf(a[j]);
+#pragma omp simd
         for (int c = 0; c < V; c++) S[(size_t)j * V + c] *= e;
     }
     for (int c = 0; c < V; c++) tmpV[c] = v[c];
@@ -240,6 +251,7 @@ static void rec_bwd_slice(const kda_core_dims *d, slice_ws *w, const float *S_sa
             for (int c = 0; c < V; c++) e[c] = w->v[(size_t)t * V + c];
             for (int j = 0; j < K; j++) {
                 float ea = expf(a[j]);
+#pragma omp simd
                 for (int c = 0; c < V; c++) Sa[(size_t)j * V + c] = ea * Sprev[(size_t)j * V + c];
                 axpy(V, -k[j], Sa + (size_t)j * V, e);
             }
@@ -260,6 +272,7 @@ static void rec_bwd_slice(const kda_core_dims *d, slice_ws *w, const float *S_sa
                 axpy(V, -k[j], de, dSr);
                 da[j] = dot(V, Sa + (size_t)j * V, dSr);
                 float ea = expf(a[j]);
+#pragma omp simd
                 for (int c = 0; c < V; c++) dSr[c] *= ea;
             }
         }
@@ -287,18 +300,20 @@ static void chunk_prepare(const kda_core_dims *d, slice_ws *w, int c0, int n) {
             w->eGl[(size_t)r * K + j] = expf((float)(Gl[j] - G[(size_t)r * K + j]));
         }
     // E row by row in double: E_rj = e^{α_r} ⊙ E_{r−1,j} (j < r), E_rr = 1. Products below
-    // 1e-38 are flushed to 0 (they would be fp32 denormals, which are slow and irrelevant).
+    // FLT_MIN are flushed to 0 (they would be fp32 denormals, which are slow and irrelevant).
     double *Er = w->Erow, *ea = w->ea;
     for (int r = 0; r < n; r++) {
         for (int x = 0; x < K; x++) ea[x] = exp((double)a[(size_t)r * K + x]);
         for (int j = 0; j < r; j++)
+#pragma omp simd
             for (int x = 0; x < K; x++) {
                 double e = Er[(size_t)j * K + x] * ea[x];
-                Er[(size_t)j * K + x] = e < 1e-38 ? 0.0 : e;
+                Er[(size_t)j * K + x] = e < FLT_MIN ? 0.0 : e;
             }
         for (int x = 0; x < K; x++) Er[(size_t)r * K + x] = 1.0;
         for (int j = 0; j <= r; j++) {
             float *E = w->E + (tri(r) + j) * K;
+#pragma omp simd
             for (int x = 0; x < K; x++) E[x] = (float)Er[(size_t)j * K + x];
             w->Aqk[(size_t)r * C + j] = d->scale * dot3(K, q + (size_t)r * K, k + (size_t)j * K, E);
             w->L[(size_t)r * C + j] = j < r ? beta[r] * dot3(K, k + (size_t)r * K, k + (size_t)j * K, E) : 0.0f;
@@ -347,7 +362,9 @@ static void chunk_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved,
         // S ← Diag(e^{Γ_last})·S + (K⊙e^{Γ_last−Γ})ᵀ·Vn
         for (int x = 0; x < K; x++) {
             float *Sx = w->S + (size_t)x * V;
-            for (int c = 0; c < V; c++) Sx[c] *= w->eLast[x];
+            float el = w->eLast[x];
+#pragma omp simd
+            for (int c = 0; c < V; c++) Sx[c] *= el;
             for (int r = 0; r < n; r++)
                 axpy(V, w->k[(size_t)(c0 + r) * K + x] * w->eGl[(size_t)r * K + x], w->Vn + (size_t)r * V, Sx);
         }
@@ -455,6 +472,7 @@ static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
             float ya = s * ga, yl = gl * beta[r];
             float *Yj = w->Y + (size_t)j * K;
             double *dGj = dG + (size_t)j * K;
+#pragma omp simd
             for (int x = 0; x < K; x++) {
                 float P = (ya * qr[x] + yl * kr[x]) * E[x], Rx = P * kj[x];
                 xa[x] += ga * kj[x] * E[x];
