@@ -118,6 +118,9 @@ int cmd_export(int argc, char **argv) {
         snprintf(old, sizeof old, "%s.old-%d", out, (int)getpid());
         if (rename(out, old) != 0) kda_die("cannot move aside '%s': %s", out, strerror(errno));
         rm_dir_files(old);
+        // only the files an export writes are deleted; anything else stays, under the new name
+        if (access(old, F_OK) == 0)
+            fprintf(stderr, "kda export: '%s' held other files too; they are now in '%s'\n", out, old);
     }
     if (rename(tmp, out) != 0) kda_die("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
     kda_on_die_remove(rm_dir_files, tmp);
@@ -157,6 +160,9 @@ int cmd_import(int argc, char **argv) {
         }
     }
     if (!src || !out) kda_die("usage: kda import HF_DIR SAVE_DIR [--config TRAIN.yaml]");
+    // an import is iteration 0: over an existing run it would repoint `latest` and hijack a resume
+    char *existing = kda_ckpt_resolve(out);
+    if (existing) kda_die("'%s' already holds a checkpoint (%s); import into a new SAVE_DIR", out, existing);
     if (yaml) kda_config_load(&cfg, yaml);
     char path[KDA_PATH_MAX * 2];
     kda_path(path, sizeof path, "%s/config.json", src);
@@ -165,7 +171,10 @@ int cmd_import(int argc, char **argv) {
         if (!strcmp(argv[i], "--set")) kda_config_set(&cfg, argv[++i]);
     kda_path(path, sizeof path, "%s/tokenizer.json", src);
     if (access(path, R_OK) == 0 && !cfg.tokenizer_model[0]) {
-        kda_path(cfg.tokenizer_model, sizeof cfg.tokenizer_model, "%s", path);
+        char *abs = realpath(path, NULL); // the checkpoint may be used from another directory
+        if (!abs) kda_die("cannot resolve '%s': %s", path, strerror(errno));
+        kda_path(cfg.tokenizer_model, sizeof cfg.tokenizer_model, "%s", abs);
+        free(abs);
         snprintf(cfg.tokenizer_type, sizeof cfg.tokenizer_type, "HuggingFaceTokenizer");
     }
     kda_config_finalize(&cfg);

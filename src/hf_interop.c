@@ -78,6 +78,17 @@ static void set_from_json(kda_config *c, const char *path, const char *key, json
     kda_config_set(c, kv);
 }
 
+// kda_die hook while config.json values go through kda_config_set (whose messages say --set)
+static void note_config_origin(void *path) { fprintf(stderr, "kda: (that value comes from '%s')\n", (const char *)path); }
+
+// FLA KDAConfig's constructor defaults: what FLA builds for a key that config.json leaves out
+static const char *const fla_model_defaults[] = {
+    "hidden_size=2048", "num_hidden_layers=24", "num_heads=16", "num_v_heads=null", "head_dim=128",
+    "expand_v=1.0", "use_short_conv=true", "conv_size=4", "intermediate_size=0", "hidden_ratio=4.0",
+    "vocab_size=32000", "norm_eps=1e-6", "tie_word_embeddings=false", "initializer_range=0.02",
+    "max_position_embeddings=2048", "allow_neg_eigval=false", "safe_gate=false", "bos_token_id=1",
+    "eos_token_id=2", "pad_token_id=null", NULL};
+
 void kda_hf_read_config(kda_config *c, const char *path) {
     json_error_t err;
     json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
@@ -86,19 +97,40 @@ void kda_hf_read_config(kda_config *c, const char *path) {
     const char *mt = json_string_value(json_object_get(o, "model_type"));
     if (!mt || strcmp(mt, "kda"))
         kda_die("'%s' has model_type '%s'; kda imports KDA models (model_type \"kda\") only", path, mt ? mt : "(none)");
+    // keys that would change the architecture into one kda does not build
+    static const struct { const char *key, *why; } must_be_null[] = {
+        {"attn", "hybrid models with softmax-attention layers are not supported (pure KDA only)"},
+        {"attnres_block_size", "attention-residual mixing is not supported"},
+        {"lower_bound", "a lower-bounded decay gate (safe gate) is not supported"},
+    };
+    for (size_t i = 0; i < sizeof must_be_null / sizeof must_be_null[0]; i++) {
+        json_t *v = json_object_get(o, must_be_null[i].key);
+        if (v && !json_is_null(v)) kda_die("'%s': %s must be null: %s", path, must_be_null[i].key, must_be_null[i].why);
+    }
+    json_t *act = json_object_get(o, "hidden_act");
+    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "swish")))
+        kda_die("'%s': hidden_act must be \"swish\" (the MLP is SwiGLU, kda-model.md §2.6)", path);
+    json_t *tie = json_object_get(o, "tie_word_embeddings");
+    if (!json_is_true(tie))
+        kda_die("'%s': untied embeddings (tie_word_embeddings %s) are not supported", path,
+                tie ? "false" : "absent, which FLA reads as false");
+
     static const char *const model_keys[] = {
         "hidden_size", "num_hidden_layers", "num_heads", "num_v_heads", "head_dim", "expand_v", "use_short_conv",
         "conv_size", "intermediate_size", "hidden_ratio", "vocab_size", "norm_eps", "tie_word_embeddings",
         "initializer_range", "max_position_embeddings", "allow_neg_eigval", "safe_gate", "bos_token_id",
         "eos_token_id", "pad_token_id", NULL};
+    kda_on_die(note_config_origin, (void *)path);
+    for (int i = 0; fla_model_defaults[i]; i++) kda_config_set(c, fla_model_defaults[i]);
     for (int i = 0; model_keys[i]; i++) {
         json_t *v = json_object_get(o, model_keys[i]);
-        if (v) set_from_json(c, path, model_keys[i], v);
+        if (!v) continue;
+        // FLA's nulls with a meaning: intermediate_size derived from hidden_ratio (0 here), hidden_ratio 4
+        if (json_is_null(v) && !strcmp(model_keys[i], "intermediate_size")) kda_config_set(c, "intermediate_size=0");
+        else if (json_is_null(v) && !strcmp(model_keys[i], "hidden_ratio")) kda_config_set(c, "hidden_ratio=4.0");
+        else set_from_json(c, path, model_keys[i], v);
     }
-    json_t *tie = json_object_get(o, "tie_word_embeddings");
-    if (tie && !json_is_true(tie)) kda_die("'%s': untied embeddings (tie_word_embeddings false) are not supported", path);
-    json_t *lb = json_object_get(o, "lower_bound");
-    if (lb && !json_is_null(lb)) kda_die("'%s': lower_bound (safe gate) is not supported", path);
+    kda_on_die_remove(note_config_origin, (void *)path);
     json_decref(o);
 }
 
@@ -152,6 +184,21 @@ static const kda_st_entry *find_tensor(weight_source *s, const char *dir, const 
     return kda_st_find(*f, name);
 }
 
+static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int k = 0; k < ndim && n < size; k++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", k ? ", " : "", (long long)shape[k]);
+    if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+// Every tensor the folder holds must be one of m's parameters or the tied lm_head.weight: an
+// unknown tensor means a model kda does not build, whose weights would otherwise be dropped.
+static void check_no_extra_tensors(const kda_model *m, const char *where, const char *name) {
+    if (kda_model_find_param(m, name) < 0 && strcmp(name, "lm_head.weight"))
+        kda_die("%s holds tensor '%s', which a KDAForCausalLM of this config.json does not have "
+                "(a model variant kda does not build?)", where, name);
+}
+
 void kda_hf_read_weights(kda_model *m, const char *dir) {
     weight_source s = {0};
     char path[KDA_PATH_MAX * 2];
@@ -163,12 +210,22 @@ void kda_hf_read_weights(kda_model *m, const char *dir) {
         if (!index) kda_die("cannot read '%s': %s (line %d)", path, err.text, err.line);
         s.weight_map = json_object_get(index, "weight_map");
         if (!json_is_object(s.weight_map)) kda_die("'%s' has no weight_map object", path);
+        const char *name;
+        json_t *v;
+        json_object_foreach(s.weight_map, name, v) {
+            if (!json_is_string(v)) kda_die("'%s': weight_map entry '%s' is not a file name string", path, name);
+            check_no_extra_tensors(m, path, name);
+        }
     } else {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         if (access(path, F_OK) != 0)
             kda_die("'%s' has neither model.safetensors nor model.safetensors.index.json", dir);
     }
     float *host = kda_calloc(m->n_floats, sizeof(float));
+    if (!index) {
+        kda_st_file *single = source_file(&s, dir, "model.safetensors");
+        for (int i = 0; i < single->n; i++) check_no_extra_tensors(m, single->path, single->entries[i].name);
+    }
     for (int i = 0; i < m->n_params; i++) {
         const kda_param *p = &m->params[i];
         kda_st_file *f = NULL;
@@ -176,7 +233,14 @@ void kda_hf_read_weights(kda_model *m, const char *dir) {
         if (!e) kda_die("'%s' has no tensor '%s' (is it a KDAForCausalLM of this config?)", dir, p->name);
         int same = e->ndim == p->ndim;
         for (int k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
-        if (!same) kda_die("%s: tensor '%s' has a shape that does not match config.json", f->path, p->name);
+        if (!same) {
+            char have[96], want[96];
+            format_shape(have, sizeof have, e->ndim, e->shape);
+            int64_t ps[KDA_ST_MAX_DIMS] = {0};
+            for (int k = 0; k < p->ndim; k++) ps[k] = p->shape[k];
+            format_shape(want, sizeof want, p->ndim, ps);
+            kda_die("%s: tensor '%s' has shape %s, but config.json describes %s", f->path, p->name, have, want);
+        }
         if (e->dtype != KDA_ST_F32 && e->dtype != KDA_ST_BF16 && e->dtype != KDA_ST_F16)
             kda_die("%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", f->path, p->name,
                     kda_st_dtype_name(e->dtype));
