@@ -16,7 +16,7 @@ typedef struct {
 
 static const command commands[] = {
     {"train", cmd_train, "train a model from a YAML config (CPU fp32; CUDA bf16 when built)", NULL},
-    {"tokenize", NULL, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", "issue 3"},
+    {"tokenize", cmd_tokenize, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", NULL},
     {"encode", cmd_encode, "JSON lines of text on stdin to token ids", NULL},
     {"decode", cmd_decode, "JSON lines of token ids on stdin to text", NULL},
     {"export", cmd_export, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", NULL},

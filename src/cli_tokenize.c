@@ -1,0 +1,391 @@
+// cli_tokenize.c — `kda tokenize`: text files (plain / JSON lines / Parquet, plain or gzip /
+// zstd) to a Megatron indexed dataset <prefix>.bin/.idx (indexed_dataset.h), as Megatron's
+// tools/preprocess_data.py with --append-eod makes it from a Hugging Face tokenizer: per
+// document the tokenizer's ids (with the post-processor's BOS, which Megatron's
+// HuggingFaceTokenizer.tokenize adds), then the end-of-document id; a document that gives no
+// ids at all stays empty (no end-of-document id) and has no sequence in the index.
+//
+// Pipeline: the main thread reads documents into batches; the batch is encoded by all threads
+// (OpenMP, one tokenizer context each, documents handed out dynamically) while one thread reads
+// the next batch; results are written in input order, so the output is byte-identical
+// whatever the thread count. Progress on stderr at most 4 times a second (a line every 10 s
+// when stderr is not a terminal). SIGINT / SIGTERM / errors remove the temporary output: no
+// <prefix>.bin/.idx appears unless the run completes.
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "common.h"
+#include "doc_source.h"
+#include "indexed_dataset.h"
+#include "tokenizer.h"
+
+#define BYTES_TOKENIZER "bytes"
+
+typedef struct {
+    const char **inputs;
+    int n_inputs;
+    const char *prefix;
+    kda_doc_opts docs;
+    const char *tokenizer;
+    int bos;          // -1: the tokenizer's default (on when it has a post-processor BOS)
+    int append_eod;
+    long eod;         // -1: the tokenizer's end of text
+    int special_as_text;
+    int threads;
+    int quiet;
+} opts;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kda tokenize --input FILE [--input FILE ...] --output-prefix PREFIX [options]\n"
+            "       (inputs may also be given as plain arguments)\n"
+            "\n"
+            "Tokenizes documents into a Megatron-LM indexed dataset PREFIX.bin + PREFIX.idx (MMIDIDX v1;\n"
+            "uint16 ids when the vocabulary is under 65500, else int32), as Megatron's preprocess_data.py\n"
+            "--append-eod does: each document's ids, then the end-of-document id.\n"
+            "\n"
+            "inputs (gzip or zstd compressed too, recognised by content):\n"
+            "  --format auto|text|jsonl|parquet  default auto: by extension (.jsonl/.json/.ndjson, .parquet,\n"
+            "                      anything else is text; .gz/.zst/.zstd are looked through)\n"
+            "  --text-docs line|block|file  plain text: a document per line (default; empty lines skipped),\n"
+            "                      per block of lines between blank lines, or per file\n"
+            "  --json-key KEY      the JSON lines field holding the text (default text)\n"
+            "  --column NAME       the Parquet string column (default: the --json-key value, text);\n"
+            "                      null values are skipped\n"
+            "tokens:\n"
+            "  --tokenizer PATH    a Hugging Face tokenizer.json or a tiktoken .model with the Llama 3\n"
+            "                      specials (default " KDA_TOK_DEFAULT_PATH "), or 'bytes':\n"
+            "                      one id per byte (for tests and byte-level models)\n"
+            "  --no-bos            leave out the BOS the tokenizer's post-processor adds (Llama 3:\n"
+            "                      128000; Megatron's HuggingFaceTokenizer adds it, so it is on by default)\n"
+            "  --bos               add it (the default)\n"
+            "  --no-append-eod     no end-of-document id\n"
+            "  --eod ID            the end-of-document id (default: the tokenizer's <|end_of_text|>,\n"
+            "                      128001 for Llama 3; 0 for bytes)\n"
+            "  --special-as-text   special-token strings inside the text are ordinary text (default: they\n"
+            "                      become their ids, as in Hugging Face tokenizers)\n"
+            "run:\n"
+            "  --threads N         encoding threads (default: all cores); the output does not depend on it\n"
+            "  --quiet             no progress lines\n");
+}
+
+static const char *need(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) kda_die("kda tokenize: %s needs a value (see kda tokenize --help)", argv[*i]);
+    return argv[++*i];
+}
+
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) kda_die("kda tokenize: %s '%s' must be a whole number in [%ld, %ld]", flag, v, lo, hi);
+    return x;
+}
+
+static void parse_args(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->inputs = kda_calloc((size_t)argc, sizeof(char *));
+    o->tokenizer = KDA_TOK_DEFAULT_PATH;
+    o->bos = -1;
+    o->append_eod = 1;
+    o->eod = -1;
+    o->docs.json_key = "text";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--input")) {
+            o->inputs[o->n_inputs++] = need(argc, argv, &i);
+        } else if (!strcmp(a, "--output-prefix") || !strcmp(a, "-o")) {
+            o->prefix = need(argc, argv, &i);
+        } else if (!strcmp(a, "--format")) {
+            const char *v = need(argc, argv, &i);
+            o->docs.format = !strcmp(v, "auto") ? KDA_FMT_AUTO : !strcmp(v, "text") ? KDA_FMT_TEXT
+                           : !strcmp(v, "jsonl") ? KDA_FMT_JSONL : !strcmp(v, "parquet") ? KDA_FMT_PARQUET : -1;
+            if ((int)o->docs.format < 0) kda_die("kda tokenize: --format '%s': use auto, text, jsonl or parquet", v);
+        } else if (!strcmp(a, "--text-docs")) {
+            const char *v = need(argc, argv, &i);
+            o->docs.text_docs = !strcmp(v, "line") ? KDA_DOCS_LINE : !strcmp(v, "block") ? KDA_DOCS_BLOCK
+                              : !strcmp(v, "file") ? KDA_DOCS_FILE : -1;
+            if ((int)o->docs.text_docs < 0) kda_die("kda tokenize: --text-docs '%s': use line, block or file", v);
+        } else if (!strcmp(a, "--json-key")) {
+            o->docs.json_key = need(argc, argv, &i);
+        } else if (!strcmp(a, "--column")) {
+            o->docs.column = need(argc, argv, &i);
+        } else if (!strcmp(a, "--tokenizer")) {
+            o->tokenizer = need(argc, argv, &i);
+        } else if (!strcmp(a, "--bos")) {
+            o->bos = 1;
+        } else if (!strcmp(a, "--no-bos")) {
+            o->bos = 0;
+        } else if (!strcmp(a, "--append-eod")) {
+            o->append_eod = 1;
+        } else if (!strcmp(a, "--no-append-eod")) {
+            o->append_eod = 0;
+        } else if (!strcmp(a, "--eod")) {
+            o->eod = parse_long("--eod", need(argc, argv, &i), 0, 0x7fffffffL);
+        } else if (!strcmp(a, "--special-as-text")) {
+            o->special_as_text = 1;
+        } else if (!strcmp(a, "--threads")) {
+            o->threads = (int)parse_long("--threads", need(argc, argv, &i), 1, 4096);
+        } else if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+        } else if (a[0] == '-' && a[1]) {
+            kda_die("kda tokenize: unknown option '%s' (see kda tokenize --help)", a);
+        } else {
+            o->inputs[o->n_inputs++] = a;
+        }
+    }
+    if (!o->n_inputs) kda_die("kda tokenize: no input; name files with --input (see kda tokenize --help)");
+    if (!o->prefix) kda_die("kda tokenize: no --output-prefix; the output is PREFIX.bin and PREFIX.idx");
+    for (int i = 0; i < o->n_inputs; i++)
+        if (access(o->inputs[i], R_OK) != 0) kda_die("kda tokenize: cannot read input '%s'", o->inputs[i]);
+}
+
+// ---- batches ----
+
+typedef struct {
+    char *text;            // the documents back to back
+    size_t text_len, text_cap;
+    size_t *off, *len;
+    size_t n, cap;
+    kda_tok_ids *ids;      // [cap] encodings, reused between batches
+} batch;
+
+static void batch_add(batch *b, const char *s, size_t n) {
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 1024;
+        b->off = kda_realloc(b->off, sizeof(size_t) * b->cap);
+        b->len = kda_realloc(b->len, sizeof(size_t) * b->cap);
+        b->ids = kda_realloc(b->ids, sizeof(kda_tok_ids) * b->cap);
+        memset(b->ids + b->n, 0, sizeof(kda_tok_ids) * (b->cap - b->n));
+    }
+    if (b->text_cap - b->text_len < n + 1) {
+        b->text_cap = 2 * (b->text_len + n + 1);
+        b->text = kda_realloc(b->text, b->text_cap);
+    }
+    memcpy(b->text + b->text_len, s, n);
+    b->off[b->n] = b->text_len;
+    b->len[b->n] = n;
+    b->text_len += n;
+    b->n++;
+}
+
+static void batch_free(batch *b) {
+    for (size_t i = 0; i < b->cap; i++) kda_tok_ids_free(&b->ids[i]);
+    free(b->ids);
+    free(b->text);
+    free(b->off);
+    free(b->len);
+}
+
+// The inputs, one after the other.
+typedef struct {
+    const opts *o;
+    int next_input;
+    kda_doc_source *cur;
+    double done_bytes;      // input bytes of the files finished
+    uint64_t *sizes;
+    uint64_t total_bytes, skipped;
+} reader;
+
+static int reader_next(reader *r, const char **s, size_t *n) {
+    for (;;) {
+        if (!r->cur) {
+            if (r->next_input >= r->o->n_inputs) return 0;
+            r->cur = kda_doc_open(r->o->inputs[r->next_input++], &r->o->docs);
+        }
+        if (kda_doc_next(r->cur, s, n)) return 1;
+        r->skipped += kda_doc_skipped(r->cur);
+        r->done_bytes += (double)r->sizes[r->next_input - 1];
+        kda_doc_close(r->cur);
+        r->cur = NULL;
+    }
+}
+
+static double reader_fraction(const reader *r) {
+    double done = r->done_bytes;
+    if (r->cur) done += kda_doc_fraction_done(r->cur) * (double)r->sizes[r->next_input - 1];
+    return r->total_bytes ? done / (double)r->total_bytes : 1.0;
+}
+
+// Read documents until the batch holds about max_bytes; returns 0 when nothing was left.
+static int fill_batch(reader *r, batch *b, size_t max_bytes) {
+    b->n = 0;
+    b->text_len = 0;
+    const char *s;
+    size_t n;
+    while (b->text_len < max_bytes && b->n < 200000 && reader_next(r, &s, &n)) batch_add(b, s, n);
+    return b->n > 0;
+}
+
+// ---- encoding ----
+
+typedef struct {
+    const kda_tokenizer *tok; // NULL: bytes
+    unsigned flags;
+    int append_eod;
+    int32_t eod;
+} encoder;
+
+static void encode_doc(const encoder *e, kda_tok_ctx *ctx, const char *s, size_t n, kda_tok_ids *out) {
+    out->n = 0;
+    if (!e->tok) {
+        for (size_t i = 0; i < n; i++) kda_tok_ids_push(out, (unsigned char)s[i]);
+    } else {
+        kda_tok_encode(ctx, s, n, e->flags, out);
+    }
+    if (e->append_eod && out->n > 0) kda_tok_ids_push(out, e->eod);
+}
+
+// ---- progress and signals ----
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig) {
+    stop_signal = sig;
+    signal(sig, SIG_DFL); // a second signal ends the program at once (temporary files may stay)
+}
+
+static void human_time(double s, char *out, size_t cap) {
+    if (s < 0 || s > 1e7) snprintf(out, cap, "?");
+    else if (s < 60) snprintf(out, cap, "%.0fs", s);
+    else if (s < 3600) snprintf(out, cap, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(out, cap, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+typedef struct {
+    double t0, last;
+    int tty, quiet;
+    uint64_t docs, tokens, text_bytes;
+} progress;
+
+static void show(progress *p, const reader *r, int final) {
+    double now = kda_now();
+    if (p->quiet || (final && !p->tty) || (!final && now - p->last < (p->tty ? 0.25 : 10.0))) return;
+    p->last = now;
+    double el = now - p->t0, frac = reader_fraction(r);
+    double mbs = el > 0 ? (double)p->text_bytes / 1e6 / el : 0;
+    char eta[32];
+    human_time(frac > 0 && !final ? el * (1 - frac) / frac : 0, eta, sizeof eta);
+    fprintf(stderr, "%skda tokenize: %llu docs | %.1f MB text | %.2f M tokens | %.1f MB/s | %3.0f%% | ETA %s%s",
+            p->tty ? "\r" : "", (unsigned long long)p->docs, (double)p->text_bytes / 1e6, (double)p->tokens / 1e6, mbs,
+            100 * frac, eta, p->tty ? "   " : "\n");
+    if (final && p->tty) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    opts o;
+    parse_args(argc, argv, &o);
+    encoder e = {0};
+    int64_t vocab;
+    kda_tokenizer *tok = NULL;
+    if (!strcmp(o.tokenizer, BYTES_TOKENIZER)) {
+        e.eod = o.eod >= 0 ? (int32_t)o.eod : 0;
+        vocab = e.eod + 1 > 256 ? e.eod + 1 : 256;
+        if (o.bos == 1) kda_die("kda tokenize: the bytes tokenizer has no BOS; drop --bos");
+    } else {
+        size_t n = strlen(o.tokenizer);
+        tok = n > 6 && !strcmp(o.tokenizer + n - 6, ".model") ? kda_tok_load_tiktoken_llama3(o.tokenizer)
+                                                              : kda_tok_load_hf(o.tokenizer);
+        vocab = kda_tok_vocab_size(tok);
+        if (o.eod >= 0) {
+            e.eod = (int32_t)o.eod;
+        } else {
+            e.eod = kda_tok_token_to_id(tok, "<|end_of_text|>");
+            if (e.eod < 0) e.eod = kda_tok_token_to_id(tok, "<|endoftext|>");
+            if (e.eod < 0 && o.append_eod)
+                kda_die("kda tokenize: tokenizer '%s' has no <|end_of_text|> or <|endoftext|> token; name the "
+                        "end-of-document id with --eod",
+                        o.tokenizer);
+        }
+        if (e.eod >= vocab) vocab = e.eod + 1;
+        if (o.bos == 1 && kda_tok_bos_id(tok) < 0)
+            kda_die("kda tokenize: tokenizer '%s' adds no BOS; drop --bos", o.tokenizer);
+        e.flags = (o.bos != 0 ? KDA_TOK_ADD_SPECIAL : 0) | (o.special_as_text ? KDA_TOK_SPECIAL_AS_TEXT : 0);
+    }
+    e.tok = tok;
+    e.append_eod = o.append_eod;
+    int dtype = kda_indexed_dtype_for_vocab(vocab);
+    int threads = o.threads ? o.threads : omp_get_max_threads();
+
+    reader r = {&o, 0, NULL, 0, kda_calloc((size_t)o.n_inputs, sizeof(uint64_t)), 0, 0};
+    for (int i = 0; i < o.n_inputs; i++) {
+        FILE *f = kda_fopen(o.inputs[i], "rb");
+        fseek(f, 0, SEEK_END);
+        long sz = ftell(f);
+        fclose(f);
+        r.sizes[i] = sz > 0 ? (uint64_t)sz : 0;
+        r.total_bytes += r.sizes[i];
+    }
+    kda_tok_ctx **ctx = kda_calloc((size_t)threads, sizeof *ctx);
+    for (int t = 0; t < threads && tok; t++) ctx[t] = kda_tok_ctx_new(tok);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    kda_indexed_writer *w = kda_indexed_writer_open(o.prefix, dtype);
+    progress p = {kda_now(), 0, isatty(2), o.quiet, 0, 0, 0};
+    p.last = p.t0;
+    batch bufs[2];
+    memset(bufs, 0, sizeof bufs);
+    batch *cur = &bufs[0], *next = &bufs[1];
+    size_t max_bytes = (size_t)threads * (2u << 20);
+    int have = fill_batch(&r, cur, max_bytes), have_next = 0;
+    while (have && !stop_signal) {
+#pragma omp parallel num_threads(threads)
+        {
+#pragma omp single nowait
+            have_next = fill_batch(&r, next, max_bytes);
+            kda_tok_ctx *c = ctx[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 4) nowait
+            for (size_t i = 0; i < cur->n; i++) encode_doc(&e, c, cur->text + cur->off[i], cur->len[i], &cur->ids[i]);
+        }
+        for (size_t i = 0; i < cur->n; i++) {
+            kda_indexed_writer_add_doc(w, cur->ids[i].v, cur->ids[i].n);
+            p.tokens += cur->ids[i].n;
+        }
+        p.docs += cur->n;
+        p.text_bytes += cur->text_len;
+        show(&p, &r, 0);
+        batch *t = cur;
+        cur = next;
+        next = t;
+        have = have_next;
+    }
+    if (stop_signal) {
+        kda_indexed_writer_abort(w);
+        fprintf(stderr, "%skda tokenize: stopped by signal %d; nothing written (%s.bin/.idx not created or left as "
+                        "they were)\n",
+                p.tty && !p.quiet ? "\n" : "", (int)stop_signal, o.prefix);
+        return 130;
+    }
+    uint64_t docs = kda_indexed_writer_docs(w), tokens = kda_indexed_writer_tokens(w);
+    kda_indexed_writer_finish(w);
+    show(&p, &r, 1);
+    double el = kda_now() - p.t0;
+    fprintf(stderr,
+            "kda tokenize: wrote %s.bin/.idx: %llu documents, %llu tokens (%s), %.1f MB of text in %.1fs (%.1f MB/s, "
+            "%d threads)%s",
+            o.prefix, (unsigned long long)docs, (unsigned long long)tokens, kda_indexed_dtype_name(dtype),
+            (double)p.text_bytes / 1e6, el, el > 0 ? (double)p.text_bytes / 1e6 / el : 0.0, threads,
+            r.skipped ? "" : "\n");
+    if (r.skipped) fprintf(stderr, "; skipped %llu empty lines or null values\n", (unsigned long long)r.skipped);
+    for (int t = 0; t < threads; t++)
+        if (ctx[t]) kda_tok_ctx_free(ctx[t]);
+    free(ctx);
+    batch_free(&bufs[0]);
+    batch_free(&bufs[1]);
+    free(r.sizes);
+    free(o.inputs);
+    if (tok) kda_tok_free(tok);
+    return 0;
+}
