@@ -90,6 +90,7 @@ static const char *const fla_model_defaults[] = {
     "eos_token_id=2", "pad_token_id=null", NULL};
 
 void kda_hf_read_config(kda_config *c, const char *path) {
+    if (access(path, F_OK) != 0) kda_die("'%s' is missing: an HF model folder has a config.json", path);
     json_error_t err;
     json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
     if (!o) kda_die("cannot read '%s': %s (line %d, column %d)", path, err.text, err.line, err.column);
@@ -167,6 +168,8 @@ static kda_st_file *source_file(weight_source *s, const char *dir, const char *f
     if (strchr(fname, '/') || !strcmp(fname, "..")) kda_die("%s: shard name '%s' is not a plain file name", dir, fname);
     char path[KDA_PATH_MAX * 2];
     snprintf(path, sizeof path, "%s/%s", dir, fname);
+    if (s->weight_map && access(path, F_OK) != 0)
+        kda_die("%s/model.safetensors.index.json names shard '%s', which is missing: %s", dir, fname, strerror(errno));
     s->names = kda_realloc(s->names, (s->n_files + 1) * sizeof(char *));
     s->files = kda_realloc(s->files, (s->n_files + 1) * sizeof(kda_st_file *));
     s->names[s->n_files] = kda_strdup(fname);
