@@ -59,7 +59,7 @@ fi
 
 if [ -z "$only" ] || [ "$only" = cli ]; then
   echo "== command-line tests"
-  for t in tests/cli/*.sh; do [ -f "$t" ] && run_one "cli/$(basename "$t")" bash "$t"; done
+  for t in tests/cli/test_*.sh; do [ -f "$t" ] && run_one "cli/$(basename "$t")" bash "$t"; done
 fi
 
 if [ -z "$only" ] || [ "$only" = py ]; then
