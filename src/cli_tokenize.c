@@ -9,13 +9,15 @@
 // (OpenMP, one tokenizer context each, documents handed out dynamically) while one thread reads
 // the next batch; results are written in input order, so the output is byte-identical
 // whatever the thread count. Progress on stderr at most 4 times a second (a line every 10 s
-// when stderr is not a terminal). SIGINT / SIGTERM / errors remove the temporary output: no
-// <prefix>.bin/.idx appears unless the run completes.
+// when stderr is not a terminal). SIGINT / SIGTERM / errors remove the temporary output at
+// once: no <prefix>.bin/.idx appears unless the run completes (a SIGKILL leaves only
+// <prefix>.bin.tmp.<pid>).
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -245,10 +247,24 @@ static void encode_doc(const encoder *e, kda_tok_ctx *ctx, const char *s, size_t
 
 // ---- progress and signals ----
 
-static volatile sig_atomic_t stop_signal;
+// On SIGINT / SIGTERM the temporary output is removed at once (unlink and _exit are safe in a
+// signal handler) and the program ends with status 130, even when it waits on a slow input.
+static char tmp_bin[4096], tmp_idx[4096];
 static void on_signal(int sig) {
-    stop_signal = sig;
-    signal(sig, SIG_DFL); // a second signal ends the program at once (temporary files may stay)
+    if (tmp_bin[0]) unlink(tmp_bin);
+    if (tmp_idx[0]) unlink(tmp_idx);
+    static const char msg[] = "\nkda tokenize: stopped by a signal; nothing written (no PREFIX.bin/.idx made)\n";
+    ssize_t rc = write(2, msg, sizeof msg - 1);
+    (void)rc;
+    _exit(sig == SIGINT ? 130 : 128 + sig);
+}
+
+static void set_signals(int block) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
 }
 
 static void human_time(double s, char *out, size_t cap) {
@@ -315,24 +331,22 @@ int cmd_tokenize(int argc, char **argv) {
     int threads = o.threads ? o.threads : omp_get_max_threads();
 
     reader r = {&o, 0, NULL, 0, kda_calloc((size_t)o.n_inputs, sizeof(uint64_t)), 0, 0};
-    for (int i = 0; i < o.n_inputs; i++) {
-        FILE *f = kda_fopen(o.inputs[i], "rb");
-        fseek(f, 0, SEEK_END);
-        long sz = ftell(f);
-        fclose(f);
-        r.sizes[i] = sz > 0 ? (uint64_t)sz : 0;
+    for (int i = 0; i < o.n_inputs; i++) { // (pipes and FIFOs count 0: no ETA for them)
+        struct stat st;
+        r.sizes[i] = stat(o.inputs[i], &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
         r.total_bytes += r.sizes[i];
     }
     kda_tok_ctx **ctx = kda_calloc((size_t)threads, sizeof *ctx);
     for (int t = 0; t < threads && tok; t++) ctx[t] = kda_tok_ctx_new(tok);
 
+    kda_indexed_writer *w = kda_indexed_writer_open(o.prefix, dtype);
+    snprintf(tmp_bin, sizeof tmp_bin, "%s", kda_indexed_writer_tmp_path(w, 0));
+    snprintf(tmp_idx, sizeof tmp_idx, "%s", kda_indexed_writer_tmp_path(w, 1));
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-
-    kda_indexed_writer *w = kda_indexed_writer_open(o.prefix, dtype);
     progress p = {kda_now(), 0, isatty(2), o.quiet, 0, 0, 0};
     p.last = p.t0;
     batch bufs[2];
@@ -340,7 +354,7 @@ int cmd_tokenize(int argc, char **argv) {
     batch *cur = &bufs[0], *next = &bufs[1];
     size_t max_bytes = (size_t)threads * (2u << 20);
     int have = fill_batch(&r, cur, max_bytes), have_next = 0;
-    while (have && !stop_signal) {
+    while (have) {
 #pragma omp parallel num_threads(threads)
         {
 #pragma omp single nowait
@@ -361,15 +375,11 @@ int cmd_tokenize(int argc, char **argv) {
         next = t;
         have = have_next;
     }
-    if (stop_signal) {
-        kda_indexed_writer_abort(w);
-        fprintf(stderr, "%skda tokenize: stopped by signal %d; nothing written (%s.bin/.idx not created or left as "
-                        "they were)\n",
-                p.tty && !p.quiet ? "\n" : "", (int)stop_signal, o.prefix);
-        return 130;
-    }
     uint64_t docs = kda_indexed_writer_docs(w), tokens = kda_indexed_writer_tokens(w);
+    set_signals(1); // the renames are not interrupted
     kda_indexed_writer_finish(w);
+    tmp_bin[0] = tmp_idx[0] = 0;
+    set_signals(0);
     show(&p, &r, 1);
     double el = kda_now() - p.t0;
     fprintf(stderr,

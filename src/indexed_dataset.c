@@ -339,6 +339,7 @@ void kda_indexed_writer_add_doc(kda_indexed_writer *w, const int32_t *ids, size_
 }
 
 uint64_t kda_indexed_writer_tokens(const kda_indexed_writer *w) { return w->n_tokens; }
+const char *kda_indexed_writer_tmp_path(const kda_indexed_writer *w, int idx) { return idx ? w->idx_tmp : w->bin_tmp; }
 uint64_t kda_indexed_writer_docs(const kda_indexed_writer *w) { return w->n_doc - 1; }
 
 static void writer_free(kda_indexed_writer *w) {

@@ -80,5 +80,7 @@ uint64_t kda_indexed_writer_docs(const kda_indexed_writer *w);
 void kda_indexed_writer_finish(kda_indexed_writer *w);
 // Remove the temporary files and free the writer.
 void kda_indexed_writer_abort(kda_indexed_writer *w);
+// The temporary paths (for a signal handler that removes them before _exit).
+const char *kda_indexed_writer_tmp_path(const kda_indexed_writer *w, int idx);
 
 #endif
