@@ -3,7 +3,10 @@
 1. Files we write are read by megatron-core's IndexedDataset with the same dtype, tokens,
    sequence lengths and document boundaries (uint16 and int32, empty documents). Our writer is
    driven through build/tools/idx_dump, and, when the kda program is built, through
-   `kda tokenize` (bytes tokenizer, JSON lines, end-of-document id appended).
+   `kda tokenize` (bytes tokenizer, JSON lines, end-of-document id appended). And `kda tokenize`
+   with the Llama 3 tokenizer.json writes .bin/.idx byte-identical to Megatron's
+   preprocess_data.py pipeline (HF tokenizer with its BOS, + EOD 128001, IndexedDatasetBuilder,
+   int32) on the same JSON lines, empty and special-token-bearing documents included.
 2. Files megatron-core's IndexedDatasetBuilder writes (add_item/end_document with several
    sequences per document, add_document, uint16 and int32) are read by our reader the same.
 3. The GPT training samples, in order, equal megatron-core's GPTDataset / BlendedDataset built
@@ -130,6 +133,46 @@ def kda_tokenize_to_megatron(tmp: Path, rng: np.random.RandomState) -> None:
           f"sequences, bytes + end-of-document 256")
 
 
+def llama3_like_megatron(tmp: Path, rng: np.random.RandomState) -> None:
+    kda = Path(os.environ.get("KDA_BIN", ROOT / "kda"))
+    tok_path = ROOT / "data" / "tokenizer" / "llama3" / "tokenizer.json"
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        print("  (tokenizers not installed: skipped the preprocess_data.py comparison)")
+        return
+    if not kda.is_file() or not tok_path.is_file():
+        print(f"  (kda program or {tok_path} missing: skipped the preprocess_data.py comparison)")
+        return
+    import torch
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
+
+    words = ["The", " cat", " sat", " on", " the", " mat", ".", "\n", " é", "漢字", " 🙂", " 2024", " don't",
+             "<|end_of_text|>", "<|begin_of_text|>", "  ", "\t", " photosynthesis"]
+    texts = ["".join(words[int(i)] for i in rng.randint(0, len(words), size=int(rng.randint(0, 80)))) for _ in range(300)]
+    texts[5] = ""
+    src = tmp / "llama.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    # Megatron's tools/preprocess_data.py: ids = tokenizer(text).input_ids (HF adds BOS), then
+    # EOD appended when there are ids; builder dtype DType.optimal_dtype(vocab_size)
+    tok = Tokenizer.from_file(str(tok_path))
+    b = IndexedDatasetBuilder(str(tmp / "mega.bin"), dtype=DType.optimal_dtype(tok.get_vocab_size()))
+    for t in texts:
+        ids = tok.encode(t, add_special_tokens=True).ids
+        if ids:
+            ids.append(128001)
+        b.add_document(torch.tensor(ids, dtype=torch.int64), [len(ids)] if ids else [])
+    b.finalize(str(tmp / "mega.idx"))
+    r = subprocess.run([kda, "tokenize", "--input", src, "--output-prefix", tmp / "ours_llama", "--tokenizer",
+                        tok_path, "--quiet"], capture_output=True, text=True)
+    if r.returncode != 0:
+        check(False, f"kda tokenize with the Llama 3 tokenizer ran: {r.stderr.strip()}")
+        return
+    same = all((tmp / f"ours_llama.{e}").read_bytes() == (tmp / f"mega.{e}").read_bytes() for e in ("bin", "idx"))
+    check(same, "`kda tokenize` (Llama 3) == Megatron preprocess_data.py pipeline, byte for byte (.bin and .idx, "
+          f"{len(texts)} documents)")
+
+
 def megatron_to_ours(tmp: Path, rng: np.random.RandomState) -> None:
     import torch
     from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
@@ -243,6 +286,7 @@ def main() -> int:
         tmp = Path(t)
         ours_to_megatron(tmp, rng)
         kda_tokenize_to_megatron(tmp, rng)
+        llama3_like_megatron(tmp, rng)
         megatron_to_ours(tmp, rng)
         gpt_order(tmp, rng, seed)
     print(f"test_megatron_compat: {passed} passed, {failed} failed")
