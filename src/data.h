@@ -22,7 +22,9 @@ kda_data *kda_data_open(const kda_config *c, kda_split split);
 void kda_data_next(kda_data *d, int32_t *out, int n);
 uint64_t kda_data_consumed(const kda_data *d);
 void kda_data_seek(kda_data *d, uint64_t consumed_samples);
-uint64_t kda_data_num_samples(const kda_data *d); // samples in one epoch of this split
+// Samples before the order repeats: megatron, the samples built for the requested count (whole
+// epochs, Megatron's GPTDataset length); text, one epoch of non-overlapping windows.
+uint64_t kda_data_num_samples(const kda_data *d);
 void kda_data_close(kda_data *d);
 
 #endif
