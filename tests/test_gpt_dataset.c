@@ -19,6 +19,7 @@
 #include "mt19937.h"
 #include "test_die.h"
 #include "test_util.h"
+#include "tokenizer.h"
 
 static char dir[256];
 
@@ -340,6 +341,51 @@ int main(void) {
     ch = t_run_child(open_train, &t);
     const char *w_small[] = {"vocab_size", NULL};
     T_CHECK(t_died_saying(&ch, w_small), "text with vocab_size < 256 -> %.*s", (int)strcspn(ch.err, "\n"), ch.err);
+
+    // text format through the Hugging Face tokenizer: windows of the file's ids
+    const char *tj = "data/tokenizer/llama3/tokenizer.json";
+    FILE *probe = fopen(tj, "rb");
+    if (probe) {
+        fclose(probe);
+        const char *words = "The quick brown fox jumps over the lazy dog. Photosynthesis! 12345 \u00e9t\u00e9 ";
+        f = kda_fopen(text, "wb");
+        for (int k = 0; k < 60; k++) fputs(words, f);
+        fclose(f);
+        snprintf(t.tokenizer_type, sizeof t.tokenizer_type, "HuggingFaceTokenizer");
+        snprintf(t.tokenizer_model, sizeof t.tokenizer_model, "%s", tj);
+        snprintf(t.split, sizeof t.split, "1");
+        t.vocab_size = 128256;
+        kda_tokenizer *tok = kda_tok_load_hf(tj);
+        kda_tok_ctx *ctx = kda_tok_ctx_new(tok);
+        kda_tok_ids all = {0};
+        size_t n_file;
+        unsigned char *file = NULL;
+        {
+            FILE *g = kda_fopen(text, "rb");
+            file = kda_malloc(1 << 16);
+            n_file = fread(file, 1, 1 << 16, g);
+            fclose(g);
+        }
+        kda_tok_encode(ctx, (const char *)file, n_file, 0, &all);
+        kda_data *d = kda_data_open(&t, KDA_SPLIT_TRAIN);
+        int found_all = 1;
+        for (int k = 0; k < 50; k++) {
+            kda_data_next(d, buf, 1);
+            int found = 0;
+            for (size_t o = 0; o + (size_t)L + 1 <= all.n && !found; o++)
+                found = !memcmp(buf, all.v + o, sizeof(int32_t) * (size_t)(L + 1));
+            found_all &= found;
+        }
+        T_CHECK(found_all && kda_data_num_samples(d) == (all.n - 1) / (size_t)L,
+                "text with the Llama 3 tokenizer: samples are windows of the file's %zu ids", all.n);
+        kda_data_close(d);
+        kda_tok_ids_free(&all);
+        kda_tok_ctx_free(ctx);
+        kda_tok_free(tok);
+        free(file);
+    } else {
+        printf("  (no %s: text with a Hugging Face tokenizer not checked)\n", tj);
+    }
 
     free(buf);
     free(bytes);
