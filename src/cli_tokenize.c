@@ -96,6 +96,7 @@ static void parse_args(int argc, char **argv, opts *o) {
     o->append_eod = 1;
     o->eod = -1;
     o->docs.json_key = "text";
+    o->docs.json_raw = 1; // JSON lines are decoded by the encoding threads
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -155,15 +156,23 @@ typedef struct {
     char *text;            // the documents back to back
     size_t text_len, text_cap;
     size_t *off, *len;
+    uint64_t *line;        // JSON line number of a raw JSON-lines document, else 0
+    int *input;            // which input it came from
+    char **err;            // what was wrong with a JSON line (set by the encoders)
     size_t n, cap;
     kda_tok_ids *ids;      // [cap] encodings, reused between batches
 } batch;
 
-static void batch_add(batch *b, const char *s, size_t n) {
+static void batch_add(batch *b, const char *s, size_t n, uint64_t line, int input) {
     if (b->n == b->cap) {
+        size_t old = b->cap;
         b->cap = b->cap ? 2 * b->cap : 1024;
         b->off = kda_realloc(b->off, sizeof(size_t) * b->cap);
         b->len = kda_realloc(b->len, sizeof(size_t) * b->cap);
+        b->line = kda_realloc(b->line, sizeof(uint64_t) * b->cap);
+        b->input = kda_realloc(b->input, sizeof(int) * b->cap);
+        b->err = kda_realloc(b->err, sizeof(char *) * b->cap);
+        memset(b->err + old, 0, sizeof(char *) * (b->cap - old));
         b->ids = kda_realloc(b->ids, sizeof(kda_tok_ids) * b->cap);
         memset(b->ids + b->n, 0, sizeof(kda_tok_ids) * (b->cap - b->n));
     }
@@ -174,12 +183,20 @@ static void batch_add(batch *b, const char *s, size_t n) {
     memcpy(b->text + b->text_len, s, n);
     b->off[b->n] = b->text_len;
     b->len[b->n] = n;
+    b->line[b->n] = line;
+    b->input[b->n] = input;
     b->text_len += n;
     b->n++;
 }
 
 static void batch_free(batch *b) {
-    for (size_t i = 0; i < b->cap; i++) kda_tok_ids_free(&b->ids[i]);
+    for (size_t i = 0; i < b->cap; i++) {
+        kda_tok_ids_free(&b->ids[i]);
+        free(b->err[i]);
+    }
+    free(b->err);
+    free(b->line);
+    free(b->input);
     free(b->ids);
     free(b->text);
     free(b->off);
@@ -196,13 +213,19 @@ typedef struct {
     uint64_t total_bytes, skipped;
 } reader;
 
-static int reader_next(reader *r, const char **s, size_t *n) {
+// The next document; *line is its line number when it is a raw JSON line (else 0), *input
+// the index of its input file.
+static int reader_next(reader *r, const char **s, size_t *n, uint64_t *line, int *input) {
     for (;;) {
         if (!r->cur) {
             if (r->next_input >= r->o->n_inputs) return 0;
             r->cur = kda_doc_open(r->o->inputs[r->next_input++], &r->o->docs);
         }
-        if (kda_doc_next(r->cur, s, n)) return 1;
+        if (kda_doc_next(r->cur, s, n)) {
+            *line = kda_doc_is_raw_json(r->cur) ? kda_doc_line(r->cur) : 0;
+            *input = r->next_input - 1;
+            return 1;
+        }
         r->skipped += kda_doc_skipped(r->cur);
         r->done_bytes += (double)r->sizes[r->next_input - 1];
         kda_doc_close(r->cur);
@@ -222,7 +245,9 @@ static int fill_batch(reader *r, batch *b, size_t max_bytes) {
     b->text_len = 0;
     const char *s;
     size_t n;
-    while (b->text_len < max_bytes && b->n < 200000 && reader_next(r, &s, &n)) batch_add(b, s, n);
+    uint64_t line;
+    int input;
+    while (b->text_len < max_bytes && b->n < 200000 && reader_next(r, &s, &n, &line, &input)) batch_add(b, s, n, line, input);
     return b->n > 0;
 }
 
@@ -234,6 +259,31 @@ typedef struct {
     int append_eod;
     int32_t eod;
 } encoder;
+
+static void encode_doc(const encoder *e, kda_tok_ctx *ctx, const char *s, size_t n, kda_tok_ids *out);
+
+// Per-thread buffers for JSON lines decoded by the encoders.
+typedef struct {
+    kda_tok_bytes clean, text;
+} json_scratch;
+
+// Document i of the batch: decode a raw JSON line first (an error is kept for the main thread,
+// which reports the first one in input order), then encode.
+static void encode_item(const encoder *e, kda_tok_ctx *ctx, json_scratch *js, const char *key, batch *b, size_t i) {
+    const char *s = b->text + b->off[i];
+    size_t n = b->len[i];
+    if (b->line[i]) {
+        char err[256];
+        if (kda_doc_json_text(s, n, key, &js->clean, &js->text, err, sizeof err)) {
+            b->err[i] = kda_strdup(err);
+            b->ids[i].n = 0;
+            return;
+        }
+        s = js->text.v ? js->text.v : "";
+        n = js->text.n;
+    }
+    encode_doc(e, ctx, s, n, &b->ids[i]);
+}
 
 static void encode_doc(const encoder *e, kda_tok_ctx *ctx, const char *s, size_t n, kda_tok_ids *out) {
     out->n = 0;
@@ -288,7 +338,7 @@ static void show(progress *p, const reader *r, int final) {
     double mbs = el > 0 ? (double)p->text_bytes / 1e6 / el : 0;
     char eta[32];
     human_time(frac > 0 && !final ? el * (1 - frac) / frac : 0, eta, sizeof eta);
-    fprintf(stderr, "%skda tokenize: %llu docs | %.1f MB text | %.2f M tokens | %.1f MB/s | %3.0f%% | ETA %s%s",
+    fprintf(stderr, "%skda tokenize: %llu docs | %.1f MB in | %.2f M tokens | %.1f MB/s | %3.0f%% | ETA %s%s",
             p->tty ? "\r" : "", (unsigned long long)p->docs, (double)p->text_bytes / 1e6, (double)p->tokens / 1e6, mbs,
             100 * frac, eta, p->tty ? "   " : "\n");
     if (final && p->tty) fputc('\n', stderr);
@@ -338,6 +388,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     kda_tok_ctx **ctx = kda_calloc((size_t)threads, sizeof *ctx);
     for (int t = 0; t < threads && tok; t++) ctx[t] = kda_tok_ctx_new(tok);
+    json_scratch *js = kda_calloc((size_t)threads, sizeof *js);
 
     kda_indexed_writer *w = kda_indexed_writer_open(o.prefix, dtype);
     snprintf(tmp_bin, sizeof tmp_bin, "%s", kda_indexed_writer_tmp_path(w, 0));
@@ -359,11 +410,12 @@ int cmd_tokenize(int argc, char **argv) {
         {
 #pragma omp single nowait
             have_next = fill_batch(&r, next, max_bytes);
-            kda_tok_ctx *c = ctx[omp_get_thread_num()];
+            int me = omp_get_thread_num();
 #pragma omp for schedule(dynamic, 4) nowait
-            for (size_t i = 0; i < cur->n; i++) encode_doc(&e, c, cur->text + cur->off[i], cur->len[i], &cur->ids[i]);
+            for (size_t i = 0; i < cur->n; i++) encode_item(&e, ctx[me], &js[me], o.docs.json_key, cur, i);
         }
         for (size_t i = 0; i < cur->n; i++) {
+            if (cur->err[i]) kda_die("%s:%llu: %s", o.inputs[cur->input[i]], (unsigned long long)cur->line[i], cur->err[i]);
             kda_indexed_writer_add_doc(w, cur->ids[i].v, cur->ids[i].n);
             p.tokens += cur->ids[i].n;
         }
@@ -383,14 +435,18 @@ int cmd_tokenize(int argc, char **argv) {
     show(&p, &r, 1);
     double el = kda_now() - p.t0;
     fprintf(stderr,
-            "kda tokenize: wrote %s.bin/.idx: %llu documents, %llu tokens (%s), %.1f MB of text in %.1fs (%.1f MB/s, "
+            "kda tokenize: wrote %s.bin/.idx: %llu documents, %llu tokens (%s), %.1f MB of input in %.1fs (%.1f MB/s, "
             "%d threads)%s",
             o.prefix, (unsigned long long)docs, (unsigned long long)tokens, kda_indexed_dtype_name(dtype),
             (double)p.text_bytes / 1e6, el, el > 0 ? (double)p.text_bytes / 1e6 / el : 0.0, threads,
             r.skipped ? "" : "\n");
     if (r.skipped) fprintf(stderr, "; skipped %llu empty lines or null values\n", (unsigned long long)r.skipped);
-    for (int t = 0; t < threads; t++)
+    for (int t = 0; t < threads; t++) {
         if (ctx[t]) kda_tok_ctx_free(ctx[t]);
+        kda_tok_bytes_free(&js[t].clean);
+        kda_tok_bytes_free(&js[t].text);
+    }
+    free(js);
     free(ctx);
     batch_free(&bufs[0]);
     batch_free(&bufs[1]);

@@ -23,6 +23,7 @@ struct kda_doc_source {
     kda_doc_format format;
     kda_text_docs text_docs;
     const char *key;
+    int json_raw;
     kda_parquet *pq;
     // compressed input
     FILE *f;
@@ -127,6 +128,7 @@ kda_doc_source *kda_doc_open(const char *path, const kda_doc_opts *o) {
     s->format = o->format == KDA_FMT_AUTO ? kda_doc_format_of(path) : o->format;
     s->text_docs = o->text_docs;
     s->key = o->json_key ? o->json_key : "text";
+    s->json_raw = o->json_raw;
     if (s->format == KDA_FMT_PARQUET) {
         s->pq = kda_parquet_open(path, o->column ? o->column : s->key);
         return s;
@@ -200,24 +202,42 @@ static int json_doc(kda_doc_source *s, const char **text, size_t *len) {
         if (k < n) break;
         s->skipped++;
     }
-    s->clean.n = 0;
-    kda_utf8_sanitize(line, n, &s->clean);
-    json_error_t e;
-    json_t *obj = json_loadb(s->clean.v ? s->clean.v : "", s->clean.n, JSON_ALLOW_NUL, &e);
-    if (!obj) kda_die("%s:%llu: not JSON (%s at column %d)", s->path, (unsigned long long)s->line_no, e.text, e.column);
-    json_t *v = json_is_object(obj) ? json_object_get(obj, s->key) : NULL;
-    if (!json_is_string(v))
-        kda_die("%s:%llu: %s; pick the field with --json-key", s->path, (unsigned long long)s->line_no,
-                !json_is_object(obj) ? "the line is not a JSON object"
-                : !v                 ? "no such key in this object"
-                                     : "the value is not a string");
-    s->doc.n = 0;
-    kda_tok_bytes_append(&s->doc, json_string_value(v), json_string_length(v));
-    json_decref(obj);
+    if (s->json_raw) {
+        *text = line;
+        *len = n;
+        return 1;
+    }
+    char err[256];
+    if (kda_doc_json_text(line, n, s->key, &s->clean, &s->doc, err, sizeof err))
+        kda_die("%s:%llu: %s", s->path, (unsigned long long)s->line_no, err);
     *text = s->doc.v ? s->doc.v : "";
     *len = s->doc.n;
     return 1;
 }
+
+int kda_doc_json_text(const char *line, size_t n, const char *key, kda_tok_bytes *clean, kda_tok_bytes *out, char *err,
+                      size_t err_cap) {
+    clean->n = 0;
+    kda_utf8_sanitize(line, n, clean);
+    json_error_t e;
+    json_t *obj = json_loadb(clean->v ? clean->v : "", clean->n, JSON_ALLOW_NUL, &e);
+    if (!obj) {
+        snprintf(err, err_cap, "not JSON (%s at column %d)", e.text, e.column);
+        return -1;
+    }
+    json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    int bad = !v || !json_is_string(v);
+    out->n = 0;
+    if (!json_is_object(obj)) snprintf(err, err_cap, "the line is not a JSON object");
+    else if (!v) snprintf(err, err_cap, "no key '%s' in this object; pick the text field with --json-key", key);
+    else if (bad) snprintf(err, err_cap, "the value under '%s' is not a string; pick the text field with --json-key", key);
+    else kda_tok_bytes_append(out, json_string_value(v), json_string_length(v));
+    json_decref(obj);
+    return bad ? -1 : 0;
+}
+
+int kda_doc_is_raw_json(const kda_doc_source *s) { return s->json_raw && s->format == KDA_FMT_JSONL; }
+uint64_t kda_doc_line(const kda_doc_source *s) { return s->line_no; }
 
 static int text_doc(kda_doc_source *s, const char **text, size_t *len) {
     const char *line;
