@@ -10,7 +10,8 @@
 //     ranges of the token stream; sample i is the seq_length+1 tokens at an offset drawn by a
 //     counter-based hash of (seed, split, i), so any sample is reached in O(1).
 // Past the end of the samples built (Megatron would stop there) the order repeats: sample i is
-// sample i mod num_samples.
+// sample i mod num_samples. As in Megatron, the megatron order depends on the requested sample
+// count: resuming with another train_iters or global_batch_size gives another order.
 #include "data.h"
 
 #include <errno.h>
