@@ -10,4 +10,5 @@ int cmd_bench(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 #endif

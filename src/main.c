@@ -22,7 +22,7 @@ static const command commands[] = {
     {"export", cmd_export, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", NULL},
     {"import", cmd_import, "FLA / Hugging Face folder to a kda checkpoint", NULL},
     {"generate", cmd_generate, "text from a checkpoint with the recurrent form", NULL},
-    {"eval", NULL, "lm-eval-harness-compatible scoring on local task files", "issue 5"},
+    {"eval", cmd_eval, "lm-eval-harness-compatible scoring on local task files; validation loss", NULL},
     {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps", NULL},
 };
 #define N_COMMANDS (int)(sizeof(commands) / sizeof(commands[0]))

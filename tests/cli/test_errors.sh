@@ -5,7 +5,9 @@
 out=$($KDA 2>&1 >/dev/null); rc=$?
 [ $rc -ne 0 ] && grep -q "usage: kda" <<<"$out" && ok "no command prints usage, exit $rc" || bad "no command: exit $rc"
 expect_fail "unknown command" "unknown command 'frobnicate'" $KDA frobnicate
-expect_fail "a command not built yet says so" "not built yet" $KDA eval
+pending=$($KDA help | sed -n 's/^  \([a-z]*\) .*\[not built yet:.*/\1/p' | head -1)
+if [ -n "$pending" ]; then expect_fail "a command not built yet says so" "not built yet" $KDA "$pending"
+else ok "every command is built (no 'not built yet' case left to check)"; fi
 expect_fail "missing config file" "nope.yaml" $KDA train "$TMP/nope.yaml"
 printf 'hidden_size: [1, 2\n' > "$TMP/broken.yaml"
 expect_fail "malformed YAML names file:line" "broken.yaml:" $KDA train "$TMP/broken.yaml"
