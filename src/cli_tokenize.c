@@ -12,6 +12,7 @@
 // when stderr is not a terminal). SIGINT / SIGTERM / errors remove the temporary output at
 // once: no <prefix>.bin/.idx appears unless the run completes (a SIGKILL leaves only
 // <prefix>.bin.tmp.<pid>).
+#include <errno.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,7 +50,8 @@ static void usage(FILE *f) {
             "\n"
             "Tokenizes documents into a Megatron-LM indexed dataset PREFIX.bin + PREFIX.idx (MMIDIDX v1;\n"
             "uint16 ids when the vocabulary is under 65500, else int32), as Megatron's preprocess_data.py\n"
-            "--append-eod does: each document's ids, then the end-of-document id.\n"
+            "--append-eod does: each document's ids, then the end-of-document id. Missing folders of\n"
+            "PREFIX are created; the files appear only when the run completes.\n"
             "\n"
             "inputs (gzip or zstd compressed too, recognised by content):\n"
             "  --format auto|text|jsonl|parquet  default auto: by extension (.jsonl/.json/.ndjson, .parquet,\n"
@@ -345,9 +347,23 @@ static void show(progress *p, const reader *r, int final) {
     fflush(stderr);
 }
 
+// mkdir -p of the folder that will hold PREFIX.bin/.idx.
+static void make_parent_dirs(const char *prefix) {
+    char *d = kda_strdup(prefix);
+    for (char *q = d + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(d, 0777) != 0 && errno != EEXIST)
+            kda_die("kda tokenize: cannot create the output folder '%s': %s", d, strerror(errno));
+        *q = '/';
+    }
+    free(d);
+}
+
 int cmd_tokenize(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, &o);
+    make_parent_dirs(o.prefix);
     encoder e = {0};
     int64_t vocab;
     kda_tokenizer *tok = NULL;
