@@ -59,8 +59,12 @@ endif
 $(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c $(BUILD)/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkda.a $(LDLIBS)
-CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,build/cuda-device/%,$(wildcard tests/cuda/*.c))
+CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,build/cuda-device/%,$(wildcard tests/cuda/*.c)) build/cuda-device/kda
 cuda-device-bins: $(CUDA_DEVICE_BIN)
+build/cuda-device/kda: build/src/main.o build/libkda.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
+	  -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
 build/cuda-device/%: tests/cuda/%.c build/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< build/libkda.a -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
