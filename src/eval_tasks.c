@@ -83,9 +83,11 @@ static int load_mmlu_subject(kda_eval_task **all, int *n, const char *subject, c
 }
 
 static void load_one(kda_eval_task **all, int *n, const char *name, const kda_eval_load_opts *o) {
-    for (int i = 0; i < *n; i++)
-        if (!strcmp((*all)[i].name, name) || (!strcmp(name, "mmlu") && (*all)[i].group[0]))
-            kda_die("--tasks names '%s' twice", name);
+    for (int i = 0; i < *n; i++) {
+        if ((*all)[i].group[0] && !strncmp(name, "mmlu", 4))
+            kda_die("--tasks names both mmlu and %s; mmlu already holds every subject", name);
+        if (!strcmp((*all)[i].name, name)) kda_die("--tasks names '%s' twice", name);
+    }
     if (!strcmp(name, "mmlu")) {
         for (int i = 0; i < *n; i++)
             if (!strncmp((*all)[i].name, "mmlu_", 5))
@@ -113,8 +115,6 @@ static void load_one(kda_eval_task **all, int *n, const char *name, const kda_ev
         return;
     }
     if (!strncmp(name, "mmlu_", 5)) {
-        for (int i = 0; i < *n; i++)
-            if ((*all)[i].group[0]) kda_die("--tasks names both mmlu and %s; mmlu already holds every subject", name);
         if (!kda_eval_mmlu_category(name + 5))
             kda_die("--tasks: '%s' is not an MMLU subject (mmlu_abstract_algebra ... mmlu_world_religions)", name);
         load_mmlu_subject(all, n, name + 5, o, 0, 1);
