@@ -25,7 +25,7 @@ typedef struct {
     int n_prompts;
     const char *sets[MAX_SETS];
     int n_sets;
-    int have_init_seed, have_seed, show_stats, echo;
+    int have_init_seed, have_seed, show_stats, echo, print_ids;
     long init_seed;
     unsigned long long seed;
     long max_new;
@@ -56,6 +56,8 @@ static void usage(FILE *f) {
             "  --seed N                 sampling seed (default: the config's seed)\n"
             "  --tokenizer PATH         tokenizer.json (or tiktoken .model) instead of the config's tokenizer_model\n"
             "  --no-echo                print only the continuations\n"
+            "  --print-ids              print the generated token ids (space-separated, end of text included)\n"
+            "                           instead of text, one line per prompt\n"
             "  --show-stats             per prompt on stderr: prefill time, time to first token, tokens/s\n"
             "Generation stops at eos_token_id when the config sets one; prompts start with bos_token_id when\n"
             "it is set. tokenizer_type byte: ids are bytes; HuggingFaceTokenizer: tokenizer_model.\n");
@@ -94,6 +96,10 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
         }
         if (!strcmp(a, "--no-echo")) {
             o->echo = 0;
+            continue;
+        }
+        if (!strcmp(a, "--print-ids")) {
+            o->print_ids = 1;
             continue;
         }
         if (a[0] != '-') {
@@ -214,6 +220,7 @@ static void codec_bytes(const codec *c, int32_t id, kda_tok_bytes *out) {
 typedef struct {
     const codec *c;
     int32_t eos;
+    int print_ids, n_out; // --print-ids: ids instead of text; ids printed so far on this line
     kda_tok_bytes pend, clean;
 } streamer;
 
@@ -241,6 +248,11 @@ static void emit(streamer *s, int final) {
 
 static int on_token(int32_t id, void *arg) {
     streamer *s = arg;
+    if (s->print_ids) {
+        if (printf(s->n_out++ ? " %d" : "%d", id) < 0) kda_die("kda generate: writing to stdout failed");
+        fflush(stdout);
+        return 0;
+    }
     if (id == s->eos) return 0;
     codec_bytes(s->c, id, &s->pend);
     emit(s, 0);
@@ -305,7 +317,7 @@ int cmd_generate(int argc, char **argv) {
     codec_open(&cd, &cfg, o.tokenizer);
     kda_decoder *dec = kda_decoder_create(m);
     kda_sampler *smp = kda_sampler_create(cfg.vocab_size, &o.samp, o.have_seed ? o.seed : (uint64_t)cfg.seed);
-    streamer st = {.c = &cd, .eos = cfg.eos_token_id};
+    streamer st = {.c = &cd, .eos = cfg.eos_token_id, .print_ids = o.print_ids};
     kda_tok_ids ids = {0};
     for (int p = 0; p < n_prompts; p++) {
         const char *text = p < o.n_prompts ? o.prompts[p] : file_prompts[p - o.n_prompts];
@@ -317,7 +329,8 @@ int cmd_generate(int argc, char **argv) {
                 kda_die("kda generate: prompt %d has token id %d, outside the model's vocabulary of %d: the tokenizer "
                         "does not match the model",
                         p + 1, ids.v[i], cfg.vocab_size);
-        if (o.echo) {
+        st.n_out = 0;
+        if (o.echo && !o.print_ids) {
             fputs(text, stdout);
             fflush(stdout);
         }

@@ -12,7 +12,9 @@ Entry points and what replaces them:
       fla.ops.kda.gate.naive_kda_gate, beta = sigmoid(b)), then FLA's own recurrence
       fla.ops.kda.naive.naive_recurrent_kda (which computes in fp32; when the model runs in
       fp64, a float64 transcription of the same recurrence, §3.1, is used instead)
-  ShortConvolution.forward      -> causal depthwise conv1d (zero history) + SiLU in torch
+  ShortConvolution.forward      -> causal depthwise conv1d + SiLU in torch; history zero, or the
+      cache [B, D, W] (the last W inputs, FLA's layout: its last W-1 are the history), which
+      a one-token call without autograd updates in place, as FLA's step does
   FusedRMSNormGated.forward     -> x * rsqrt(mean x^2 + eps) * w * act(g) in fp32
   fla.modules.mlp.swiglu        -> silu(gate) * up (used even when fuse_swiglu = False)
   fuse_norm = False             -> FLA builds torch.nn.RMSNorm (config flag, no patch)
@@ -20,6 +22,9 @@ Entry points and what replaces them:
   fuse_cross_entropy = False    -> torch.nn.CrossEntropyLoss (config flag)
   KDAForCausalLM._tied_weights_keys -> dict form when FLA still declares the
       transformers-4 list form and transformers >= 5 is installed
+  KDAForCausalLM.forward       -> also takes `cache=` as past_key_values when FLA's forward has
+      no `cache` parameter (transformers 5's generate passes the recurrent cache under that
+      name; FLA 0.6.0 would drop it into **kwargs and decode every step from an empty state)
 
 Anything FLA would still send to Triton fails loudly on a CPU (no active driver), so a
 missed entry point cannot pass silently.
@@ -27,6 +32,8 @@ missed entry point cannot pass silently.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 
 import torch
@@ -102,12 +109,15 @@ def _recurrent_f64(q, k, v, g, beta, scale, h0, output_final_state):
 
 def _short_conv_forward(self, x, residual=None, mask=None, cache=None, output_final_state=False,
                         cu_seqlens=None, **unused):
-    """ShortConvolution in torch: y[t] = act(sum_j w[c,0,j] * x[t-W+1+j] (+ bias)), zero history."""
-    if cu_seqlens is not None or cache is not None:
-        raise NotImplementedError("fla_cpu: ShortConvolution with cache / cu_seqlens is not supported")
+    """ShortConvolution in torch: y[t] = act(sum_j w[c,0,j] * x[t-W+1+j] (+ bias)), zero history
+    (or the cache's)."""
+    if cu_seqlens is not None:
+        raise NotImplementedError("fla_cpu: ShortConvolution with cu_seqlens is not supported")
     if mask is not None:
         x = x * mask.unsqueeze(-1)
     T, W = x.shape[1], self.kernel_size[0]
+    if cache is not None:
+        return _short_conv_cached(self, x, residual, cache, output_final_state)
     y = F.conv1d(x.transpose(1, 2), self.weight, self.bias, padding=W - 1, groups=self.hidden_size)[..., :T]
     y = y.transpose(1, 2)
     if self.activation in ("silu", "swish"):
@@ -118,6 +128,22 @@ def _short_conv_forward(self, x, residual=None, mask=None, cache=None, output_fi
     if output_final_state:  # last W inputs per channel, [B, D, W]
         final = F.pad(x.transpose(1, 2), (max(W - T, 0), 0))[..., -W:].contiguous()
     return y, final
+
+
+def _short_conv_cached(self, x, residual, cache, output_final_state):
+    """ShortConvolution continuing from cache [B, D, W] (FLA's decode path)."""
+    T, W = x.shape[1], self.kernel_size[0]
+    xt = torch.cat([cache[..., 1:].to(x.dtype), x.transpose(1, 2)], -1)  # [B, D, W-1+T]
+    y = F.conv1d(xt, self.weight, self.bias, groups=self.hidden_size).transpose(1, 2)
+    if self.activation in ("silu", "swish"):
+        y = F.silu(y)
+    if residual is not None:
+        y = y + residual
+    final = xt[..., -W:].contiguous()
+    if T == 1 and not torch.is_grad_enabled():  # FLA's one-token step updates the cache in place
+        cache.copy_(final)
+        final = cache
+    return y, (final if output_final_state else None)
 
 
 def _rms_norm_gated_forward(self, x, g, residual=None, prenorm=False, residual_in_fp32=False):
@@ -142,6 +168,15 @@ def _rms_norm_gated_forward(self, x, g, residual=None, prenorm=False, residual_i
 
 def _swiglu(x, y):
     return F.silu(x) * y
+
+
+def _forward_taking_cache(forward):
+    @functools.wraps(forward)  # transformers reads the signature (logits_to_keep): keep FLA's
+    def forward_taking_cache(self, *args, cache=None, **kwargs):
+        if cache is not None and kwargs.get("past_key_values") is None:
+            kwargs["past_key_values"] = cache
+        return forward(self, *args, **kwargs)
+    return forward_taking_cache
 
 
 def install() -> list[str]:
@@ -176,5 +211,8 @@ def install() -> list[str]:
     if major >= 5 and isinstance(tied, (list, tuple)):
         KDAForCausalLM._tied_weights_keys = {"lm_head.weight": "model.embeddings.weight"}
         done.append("KDAForCausalLM._tied_weights_keys: transformers-4 list -> transformers-5 dict")
+    if major >= 5 and "cache" not in inspect.signature(KDAForCausalLM.forward).parameters:
+        KDAForCausalLM.forward = _forward_taking_cache(KDAForCausalLM.forward)
+        done.append("KDAForCausalLM.forward: transformers-5 `cache=` passed on as past_key_values")
     _installed = done
     return done
