@@ -41,7 +41,8 @@ sys.path.insert(0, str(HERE))
 # offline, and caches inside the temporary directory (set before datasets / transformers load)
 _TMP = Path(tempfile.mkdtemp(prefix="kda_lm_eval_"))
 os.environ.update(HF_HOME=str(_TMP / "hf"), HF_DATASETS_CACHE=str(_TMP / "hf" / "datasets"), HF_HUB_OFFLINE="1",
-                  HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+                  HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+                  TQDM_DISABLE="1", HF_DATASETS_DISABLE_PROGRESS_BARS="1")
 
 import torch  # noqa: E402
 
@@ -184,7 +185,7 @@ def run_lm_eval(exp: Path, tasks: Path, names: list[str]) -> dict:
         warnings.simplefilter("ignore")
         import fla  # noqa: F401  (registers model_type kda with transformers' Auto classes)
     fla_cpu.install()
-    return lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={exp},dtype=float32", tasks=names,
+    return lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={exp},dtype=float32,backend=causal", tasks=names,
                                    task_manager=TaskManager(include_path=str(tasks)), limit=LIMIT, log_samples=True,
                                    batch_size=4, device="cpu", random_seed=0, numpy_random_seed=0,
                                    torch_random_seed=0, fewshot_random_seed=0)
