@@ -23,6 +23,20 @@ loss_of "$TMP/a.jsonl" "$TMP/b.jsonl" > "$TMP/resumed.loss"
 if cmp -s "$TMP/straight.loss" "$TMP/resumed.loss" && [ "$(wc -l < "$TMP/straight.loss")" = $N ]; then ok "10 + resume + 14 steps: $N losses bit-identical to $N straight"
 else bad "resumed losses differ: $(diff "$TMP/straight.loss" "$TMP/resumed.loss" | head -4)"; fi
 
+# 2b. finetune: weights only, iteration and data restart at 0; no_load_optim: resume at 10 with
+#     fresh AdamW moments (step 12's loss, after the first fresh update, differs from the
+#     straight run's); no_load_rng still resumes with the saved moments
+$KDA train "${common[@]}" --set train_iters=3 --set load="$TMP/ck" --set finetune=true --set metrics_file="$TMP/ft.jsonl" > "$TMP/ft.log" 2>&1
+grep -q "fine-tuning start" "$TMP/ft.log" && [ "$(loss_of "$TMP/ft.jsonl" | head -1 | cut -d' ' -f1)" = 1 ] \
+  && ok "finetune loads weights only and starts at iteration 1" || bad "finetune: $(tail -3 "$TMP/ft.log")"
+$KDA train "${common[@]}" --set train_iters=12 --set load="$TMP/ck/iter_0000010" --set no_load_optim=true --set metrics_file="$TMP/nlo.jsonl" > "$TMP/nlo.log" 2>&1
+l12=$(loss_of "$TMP/nlo.jsonl" | awk '$1==12{print $2}'); s12=$(awk '$1==12{print $2}' "$TMP/straight.loss")
+[ -n "$l12" ] && [ "$l12" != "$s12" ] && grep -q "iteration 10" "$TMP/nlo.log" \
+  && ok "no_load_optim resumes at 10 with fresh moments (step 12 loss $l12 vs $s12 straight)" || bad "no_load_optim: '$l12' vs '$s12': $(tail -2 "$TMP/nlo.log")"
+$KDA train "${common[@]}" --set train_iters=12 --set load="$TMP/ck/iter_0000010" --set no_load_rng=true --set metrics_file="$TMP/nlr.jsonl" > "$TMP/nlr.log" 2>&1
+l12=$(loss_of "$TMP/nlr.jsonl" | awk '$1==12{print $2}')
+[ -n "$l12" ] && [ "$l12" = "$s12" ] && ok "no_load_rng resumes at 10 with the saved moments (step 12 loss equals)" || bad "no_load_rng: '$l12' vs '$s12'"
+
 # 3. keep-last-N
 $KDA train "${common[@]}" --set save="$TMP/keep" --set save_interval=2 --set keep_last_n=3 --set train_iters=12 > "$TMP/k.log" 2>&1
 n=$(ls -d "$TMP"/keep/iter_* 2>/dev/null | wc -l)
