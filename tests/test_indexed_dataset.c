@@ -23,22 +23,6 @@ static int exists(const char *path) {
 
 static void path_of(char *out, const char *name, const char *ext) { sprintf(out, "%s/%s%s", dir, name, ext); }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = kda_fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = kda_malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) kda_die("short read of %s", path);
-    fclose(f);
-    return b;
-}
-
-static void spill(const char *path, const unsigned char *b, size_t n) {
-    FILE *f = kda_fopen(path, "wb");
-    if (fwrite(b, 1, n, f) != n) kda_die("short write of %s", path);
-    fclose(f);
-}
 
 // Random documents: lengths 0..max_len, ids below vocab.
 typedef struct {
@@ -103,7 +87,7 @@ static void round_trip(kda_rng *r, int dtype, int64_t vocab) {
     // header bytes exactly as megatron-core writes them
     sprintf(idx_path, "%s.idx", prefix);
     size_t n = 0;
-    unsigned char *b = slurp(idx_path, &n);
+    unsigned char *b = t_slurp(idx_path, &n);
     uint64_t version, S, D;
     memcpy(&version, b + 9, 8);
     memcpy(&S, b + 18, 8);
@@ -202,17 +186,17 @@ static void damage_case(const char *what, damage_fn fn, void (*runner)(void *), 
     sprintf(prefix, "%s/damaged", dir);
     size_t ni, nb;
     sprintf(p, "%s.idx", src);
-    unsigned char *idx = slurp(p, &ni);
+    unsigned char *idx = t_slurp(p, &ni);
     sprintf(p, "%s.bin", src);
-    unsigned char *bin = slurp(p, &nb);
+    unsigned char *bin = t_slurp(p, &nb);
     idx = kda_realloc(idx, ni + 64);
     bin = kda_realloc(bin, nb + 64);
     memset(bin + nb, 0, 64);
     fn(idx, &ni, bin, &nb);
     sprintf(p, "%s.idx", prefix);
-    spill(p, idx, ni);
+    t_spill(p, idx, ni);
     sprintf(p, "%s.bin", prefix);
-    spill(p, bin, nb);
+    t_spill(p, bin, nb);
     g_prefix = prefix;
     g_vocab = vocab;
     t_child c = t_run_child(runner, NULL);

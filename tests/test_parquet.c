@@ -16,22 +16,6 @@
 
 #define DATA "tests/data/parquet/"
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = kda_fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = kda_malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) kda_die("short read of %s", path);
-    fclose(f);
-    return b;
-}
-
-static void spill(const char *path, const unsigned char *b, size_t n) {
-    FILE *f = kda_fopen(path, "wb");
-    if (fwrite(b, 1, n, f) != n) kda_die("short write of %s", path);
-    fclose(f);
-}
 
 // NAME.expect: "<length>\n<bytes>\n" per non-null value.
 static void check_fixture(const char *name, uint64_t rows) {
@@ -39,7 +23,7 @@ static void check_fixture(const char *name, uint64_t rows) {
     snprintf(pq, sizeof pq, DATA "%s.parquet", name);
     snprintf(ex, sizeof ex, DATA "%s.expect", name);
     size_t n_ex;
-    unsigned char *e = slurp(ex, &n_ex), *q = e, *end = e + n_ex;
+    unsigned char *e = t_slurp(ex, &n_ex), *q = e, *end = e + n_ex;
     kda_parquet *p = kda_parquet_open(pq, "text");
     const char *s;
     size_t n;
@@ -132,10 +116,10 @@ int main(void) {
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s/damaged.parquet", dir);
     size_t size;
-    unsigned char *orig = slurp(DATA "dict_zstd_v2_rowgroups.parquet", &size);
-    spill(tmp, orig, size / 2);
+    unsigned char *orig = t_slurp(DATA "dict_zstd_v2_rowgroups.parquet", &size);
+    t_spill(tmp, orig, size / 2);
     expect_error("truncated file", tmp, "text", "damaged.parquet", "truncated");
-    spill(tmp, (const unsigned char *)"hello, this is not parquet at all\n", 34);
+    t_spill(tmp, (const unsigned char *)"hello, this is not parquet at all\n", 34);
     expect_error("not a Parquet file", tmp, "text", "damaged.parquet", "not a Parquet file");
 
     // random damage: byte flips anywhere, and in the footer; the reader must never crash
@@ -147,7 +131,7 @@ int main(void) {
         char path[256];
         snprintf(path, sizeof path, DATA "%s.parquet", victims[v]);
         free(orig);
-        orig = slurp(path, &size);
+        orig = t_slurp(path, &size);
         buf = kda_realloc(buf, size);
         for (int k = 0; k < 40; k++) {
             memcpy(buf, orig, size);
@@ -158,7 +142,7 @@ int main(void) {
                                   : (size_t)kda_rng_below(&r, size);
                 buf[at] ^= (unsigned char)(1 + kda_rng_below(&r, 255));
             }
-            spill(tmp, buf, size);
+            t_spill(tmp, buf, size);
             read_args a = {tmp, "text"};
             t_child c = t_run_child(read_all, &a);
             runs++;

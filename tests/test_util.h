@@ -25,4 +25,22 @@ static inline unsigned long t_seed(void) {
     printf("seed %lu (replay with KDA_TEST_SEED=%lu)\n", seed, seed);
     return seed;
 }
+
+// Whole-file read / write for fixtures (die naming the file on failure).
+#include "common.h"
+static inline unsigned char *t_slurp(const char *path, size_t *n) {
+    FILE *f = kda_fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = kda_malloc(*n + 1);
+    if (fread(b, 1, *n, f) != *n) kda_die("short read of %s", path);
+    fclose(f);
+    return b;
+}
+static inline void t_spill(const char *path, const unsigned char *b, size_t n) {
+    FILE *f = kda_fopen(path, "wb");
+    if (fwrite(b, 1, n, f) != n) kda_die("short write of %s", path);
+    fclose(f);
+}
 #endif
