@@ -35,11 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 import warnings
+
+import bench_env  # noqa: E402  (bench/ is the script's directory)
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,18 +189,8 @@ def acc_mismatches(ours: dict, theirs: dict) -> list[str]:
 # ---- report ------------------------------------------------------------------------------------------
 
 def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     import lm_eval
-    import transformers
-    return (f"{cpu}, {os.cpu_count()} cores; commit {commit.strip()}; {time.strftime('%Y-%m-%d', time.gmtime())}; "
-            f"torch {torch.__version__}, transformers {transformers.__version__}, lm-eval {lm_eval.__version__}")
+    return bench_env.machine(f"lm-eval {lm_eval.__version__}")
 
 
 def main() -> int:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -35,6 +34,8 @@ import sys
 import tempfile
 import time
 import warnings
+
+import bench_env  # noqa: E402  (bench/ is the script's directory)
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,18 +170,8 @@ def same(o: dict, h: dict) -> bool:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     import fla
-    import transformers
-    return (f"{cpu}, {os.cpu_count()} cores; commit {commit.strip()}; {time.strftime('%Y-%m-%d', time.gmtime())}; "
-            f"torch {torch.__version__}, transformers {transformers.__version__}, FLA {fla.__version__}")
+    return bench_env.machine(f"FLA {fla.__version__}")
 
 
 def main() -> int:
