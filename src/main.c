@@ -1,11 +1,13 @@
 // main.c — the kda program: dispatch to subcommands (cli.h).
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+
+// OpenBLAS's own (not in every cblas.h: Debian's netlib alternative lacks it); we link -lopenblas.
+char *openblas_get_corename(void);
 
 typedef struct {
     const char *name;

@@ -144,12 +144,17 @@ kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, in
     m->B = B;
     m->T = T;
     register_params(m);
-    m->master = ops->alloc(m->n_floats * sizeof(float));
-    m->grad = ops->alloc(m->n_floats * sizeof(float));
-    ops->zero(m->master, m->n_floats * sizeof(float));
-    ops->zero(m->grad, m->n_floats * sizeof(float));
-    m->work = ops->w_bytes == 4 && !strcmp(ops->name, "cpu") ? (void *)m->master
-                                                              : ops->alloc(m->n_floats * (size_t)ops->w_bytes);
+    m->n_alloc = m->n_floats + KDA_SHARD_SLACK;
+    m->master = ops->alloc(m->n_alloc * sizeof(float));
+    m->grad = ops->alloc(m->n_alloc * sizeof(float));
+    ops->zero(m->master, m->n_alloc * sizeof(float));
+    ops->zero(m->grad, m->n_alloc * sizeof(float));
+    if (ops->w_bytes == 4 && !strcmp(ops->name, "cpu")) {
+        m->work = m->master;
+    } else {
+        m->work = ops->alloc(m->n_alloc * (size_t)ops->w_bytes);
+        ops->zero(m->work, m->n_alloc * (size_t)ops->w_bytes);
+    }
 
     size_t N = (size_t)B * T;
     int d = cfg->hidden_size, H = cfg->num_heads, Dk = cfg->key_dim, Dv = cfg->value_dim, Dg = H * cfg->head_dim;
@@ -365,6 +370,24 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, m->gs->dxn, dh, GP(p->attn_norm), N, d, 1);
 }
 
+void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi) {
+    const int *ix = (const int *)&m->layer[l];
+    size_t a = (size_t)-1, b = 0;
+    for (size_t i = 0; i < sizeof(kda_layer_params) / sizeof(int); i++) {
+        const kda_param *p = &m->params[ix[i]];
+        if (p->offset < a) a = p->offset;
+        size_t e = p->offset + ((p->numel + 15) & ~(size_t)15);
+        if (e > b) b = e;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+static void param_ready(kda_model *m, int idx) {
+    const kda_param *p = &m->params[idx];
+    m->grad_ready(m->grad_ready_user, p->offset, p->offset + ((p->numel + 15) & ~(size_t)15));
+}
+
 static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
     const kda_ops *o = m->ops;
     const kda_config *c = &m->cfg;
@@ -404,9 +427,19 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
     double loss_sum = o->lm_head_ce(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs,
                                     backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, &v2);
     if (backward) {
+        int hook = m->grad_ready && m->grad_ready_on;
         o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), N, d, 0);
-        for (int l = L - 1; l >= 0; l--) layer_bwd(m, l, m->dh, B, T);
+        if (hook) param_ready(m, m->final_norm);
+        for (int l = L - 1; l >= 0; l--) {
+            layer_bwd(m, l, m->dh, B, T);
+            if (hook) {
+                size_t lo, hi;
+                kda_model_layer_range(m, l, &lo, &hi);
+                m->grad_ready(m->grad_ready_user, lo, hi);
+            }
+        }
         o->embed_bwd(m->ids_dev, m->dh, GP(m->embed), N, d);
+        if (hook) param_ready(m, m->embed);
     }
     return loss_sum / (double)valid;
 }

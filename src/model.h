@@ -41,6 +41,8 @@ typedef struct kda_model {
     int n_params;
     kda_param *params;
     size_t n_floats;          // total parameter floats
+    size_t n_alloc;           // floats allocated for master / work / grad: n_floats + KDA_SHARD_SLACK
+                              // zeroed floats, so data-parallel shards of equal size fit (dist_optim.c)
     float *master;            // fp32 masters (backend memory)
     void *work;               // working copy (== master when the backend computes in fp32)
     float *grad;              // fp32 gradients, same layout
@@ -56,7 +58,20 @@ typedef struct kda_model {
     kda_grad_scratch *gs;
     int32_t *ids_dev, *tgt_dev;
     size_t act_bytes_total;   // bytes of activation memory planned
+    // Optional: called during the backward pass of kda_model_step (when the step's
+    // grad_ready_on is set) as soon as the gradients in floats [lo, hi) of m->grad are final for
+    // that micro-batch: final norm, then layers L-1 .. 0, then the embedding (tied: its gradient
+    // completes last). Data parallelism starts its reductions here, overlapped with the rest.
+    void (*grad_ready)(void *user, size_t lo, size_t hi);
+    void *grad_ready_user;
+    int grad_ready_on;
+    struct kda_dist_optim *dopt; // data-parallel (ZeRO-1) optimizer state when sharded, else NULL
 } kda_model;
+
+#define KDA_SHARD_SLACK ((size_t)16 * 1024)
+
+// Float range [*lo, *hi) of layer l's parameters in the parameter buffers (contiguous).
+void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi);
 
 // Build the model for a backend; activations for micro-batch B and sequence length T.
 kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T);
