@@ -130,6 +130,11 @@ static void model_logits(void *self, const int32_t *ids, int B, int T, float *ou
     kda_model_logits(self, ids, B, T, out);
 }
 
+static void model_logits_rows(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows,
+                              float *out) {
+    kda_model_logits_rows(self, ids, B, T, rows, n_rows, out);
+}
+
 static double model_nll(void *self, const int32_t *ids, const int32_t *targets, int B, int T, long *n_valid) {
     double mean = kda_model_step(self, ids, targets, B, T, 0, 1.0f, n_valid);
     return *n_valid ? mean * (double)*n_valid : 0;
@@ -227,7 +232,9 @@ int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
             dir, kda_model_num_params(m), ops->name, omp_get_max_threads(), o.batch_size, T,
             m->act_bytes_total / 1048576.0);
-    kda_eval_lm lm = {.self = m, .vocab = cfg.vocab_size, .logits = model_logits, .nll = model_nll};
+    // the head runs over the continuation positions only (kda_model_logits_rows)
+    kda_eval_lm lm = {.self = m, .vocab = cfg.vocab_size, .logits = model_logits, .logits_rows = model_logits_rows,
+                      .nll = model_nll};
     FILE *progress = o.progress ? stderr : NULL;
     if (plan) {
         long docs = 0;

@@ -1,5 +1,6 @@
 // cli_generate.c — `kda generate`: text from a checkpoint (or a freshly initialised model, for
-// tests and smoke runs) through the recurrent decoder (generate.h). Each prompt is echoed, its
+// tests and smoke runs) through the decoder (generate.h) on the CPU or CUDA backend: the prompt
+// through the chunked form, then one token at a time through the recurrent state. Each prompt is echoed, its
 // continuation streamed to stdout token by token (flushed per token), then a newline; timing
 // goes to stderr with --show-stats so stdout stays pure text.
 #include <errno.h>
@@ -20,7 +21,7 @@
 #define MAX_SETS 64
 
 typedef struct {
-    const char *ckpt, *config, *tokenizer, *prompt_file;
+    const char *ckpt, *config, *tokenizer, *prompt_file, *device;
     const char **prompts;
     int n_prompts;
     const char *sets[MAX_SETS];
@@ -38,7 +39,8 @@ static void usage(FILE *f) {
             "       kda generate --init-seed N [--config CONFIG.yaml] [options]\n"
             "\n"
             "Continues each prompt with the model's recurrent form (fixed memory per layer: conv tail + KDA\n"
-            "state) and streams the text to stdout as it is generated, one line per prompt (prompt echoed).\n"
+            "state; the prompt goes through the chunked form in blocks of up to %d tokens) and streams the\n"
+            "text to stdout as it is generated, one line per prompt (prompt echoed).\n"
             "  CHECKPOINT               a checkpoint directory (<save>/iter_NNNNNNN) or a save directory with\n"
             "                           a 'latest' file; its config.yaml gives the model and the tokenizer\n"
             "  --init-seed N            instead, a freshly initialised model (kda-model.md §4) from --config\n"
@@ -55,12 +57,14 @@ static void usage(FILE *f) {
             "                           in the prompt or output (1 = off, default)\n"
             "  --seed N                 sampling seed (default: the config's seed)\n"
             "  --tokenizer PATH         tokenizer.json (or tiktoken .model) instead of the config's tokenizer_model\n"
+            "  --device D               auto | cpu | cuda (default: the config's device; auto = CUDA when usable)\n"
             "  --no-echo                print only the continuations\n"
             "  --print-ids              print the generated token ids (space-separated, end of text included)\n"
             "                           instead of text, one line per prompt\n"
             "  --show-stats             per prompt on stderr: prefill time, time to first token, tokens/s\n"
             "Generation stops at eos_token_id when the config sets one; prompts start with bos_token_id when\n"
-            "it is set. tokenizer_type byte: ids are bytes; HuggingFaceTokenizer: tokenizer_model.\n");
+            "it is set. tokenizer_type byte: ids are bytes; HuggingFaceTokenizer: tokenizer_model.\n",
+            KDA_GEN_BLOCK);
 }
 
 static long parse_long(const char *opt, const char *v, long lo, long hi) {
@@ -113,6 +117,7 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--prompt-file")) o->prompt_file = v;
         else if (!strcmp(a, "--config")) o->config = v;
         else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
+        else if (!strcmp(a, "--device")) o->device = v;
         else if (!strcmp(a, "--set")) {
             if (o->n_sets == MAX_SETS) kda_die("kda generate: more than %d --set options", MAX_SETS);
             o->sets[o->n_sets++] = v;
@@ -266,36 +271,43 @@ static int is_dir(const char *p) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static kda_model *load_model(const gen_opts *o, kda_config *cfg) {
+// The config (checkpoint's, --config's or the built-in one, then --set and --device); *dir gets
+// the resolved checkpoint directory (NULL for --init-seed).
+static void load_config(const gen_opts *o, kda_config *cfg, char **dir) {
     kda_config_defaults(cfg);
-    char *dir = NULL;
+    *dir = NULL;
     if (o->ckpt) {
         if (!is_dir(o->ckpt))
             kda_die("kda generate: checkpoint '%s' not found: give a checkpoint directory (<save>/iter_NNNNNNN) or "
                     "a save directory with a 'latest' file",
                     o->ckpt);
-        dir = kda_ckpt_resolve(o->ckpt);
-        if (!dir) kda_die("kda generate: '%s' holds no checkpoint yet (no 'latest'); train with --set save=DIR first", o->ckpt);
+        *dir = kda_ckpt_resolve(o->ckpt);
+        if (!*dir) kda_die("kda generate: '%s' holds no checkpoint yet (no 'latest'); train with --set save=DIR first", o->ckpt);
         char path[KDA_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/config.yaml", dir);
+        snprintf(path, sizeof path, "%s/config.yaml", *dir);
         struct stat st;
         if (stat(path, &st) != 0)
-            kda_die("kda generate: '%s' is not a checkpoint: it has no config.yaml", dir);
+            kda_die("kda generate: '%s' is not a checkpoint: it has no config.yaml", *dir);
         kda_config_load(cfg, path);
     } else if (o->config) {
         kda_config_load(cfg, o->config);
     }
     for (int i = 0; i < o->n_sets; i++) kda_config_set(cfg, o->sets[i]);
+    if (o->device) {
+        char kv[64];
+        snprintf(kv, sizeof kv, "device=%s", o->device);
+        kda_config_set(cfg, kv);
+    }
     kda_config_finalize(cfg);
     if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
-    // CPU memory: the decoder reads the fp32 masters directly; activations planned for 1 token only
-    kda_model *m = kda_model_create(cfg, kda_ops_cpu(), 1, 1);
-    if (dir) {
-        kda_ckpt_load(m, dir, 0, NULL, 0);
-        free(dir);
-    } else {
-        kda_model_init(m, (uint64_t)o->init_seed);
-    }
+}
+
+// The model on the config's backend, activations planned for one sequence of T tokens (the
+// longest prefill block).
+static kda_model *load_model(const gen_opts *o, const kda_config *cfg, const char *dir, int T) {
+    kda_model *m = kda_model_create(cfg, kda_pick_backend(cfg->device), 1, T);
+    if (dir) kda_ckpt_load(m, dir, 0, NULL, 0);
+    else kda_model_init(m, (uint64_t)o->init_seed);
     // generation never computes gradients: give their buffer (as large as the weights) back
     m->ops->free(m->grad);
     m->grad = NULL;
@@ -312,23 +324,37 @@ int cmd_generate(int argc, char **argv) {
     if (n_prompts == 0) kda_die("kda generate: no prompt: give --prompt TEXT or --prompt-file PATH");
 
     kda_config cfg;
-    kda_model *m = load_model(&o, &cfg);
+    char *dir;
+    load_config(&o, &cfg, &dir);
     codec cd;
     codec_open(&cd, &cfg, o.tokenizer);
-    kda_decoder *dec = kda_decoder_create(m);
-    kda_sampler *smp = kda_sampler_create(cfg.vocab_size, &o.samp, o.have_seed ? o.seed : (uint64_t)cfg.seed);
-    streamer st = {.c = &cd, .eos = cfg.eos_token_id, .print_ids = o.print_ids};
-    kda_tok_ids ids = {0};
+    // every prompt's ids first: the longest sizes the prefill block
+    kda_tok_ids *pids = kda_calloc((size_t)n_prompts, sizeof(kda_tok_ids));
+    int longest = 1;
     for (int p = 0; p < n_prompts; p++) {
         const char *text = p < o.n_prompts ? o.prompts[p] : file_prompts[p - o.n_prompts];
-        codec_encode(&cd, text, &ids);
-        if (ids.n == 0)
+        kda_tok_ids *ids = &pids[p];
+        codec_encode(&cd, text, ids);
+        if (ids->n == 0)
             kda_die("kda generate: prompt %d is empty and the config has no bos_token_id: give some text", p + 1);
-        for (size_t i = 0; i < ids.n; i++)
-            if (ids.v[i] >= cfg.vocab_size)
+        for (size_t i = 0; i < ids->n; i++)
+            if (ids->v[i] >= cfg.vocab_size)
                 kda_die("kda generate: prompt %d has token id %d, outside the model's vocabulary of %d: the tokenizer "
                         "does not match the model",
-                        p + 1, ids.v[i], cfg.vocab_size);
+                        p + 1, ids->v[i], cfg.vocab_size);
+        if ((long)ids->n > longest) longest = ids->n > KDA_GEN_BLOCK ? KDA_GEN_BLOCK : (int)ids->n;
+    }
+    kda_model *m = load_model(&o, &cfg, dir, longest);
+    free(dir);
+    if (o.show_stats)
+        fprintf(stderr, "kda generate: %zu parameters, backend %s, prefill blocks of up to %d tokens\n",
+                kda_model_num_params(m), m->ops->name, longest);
+    kda_decoder *dec = kda_decoder_create(m, 0);
+    kda_sampler *smp = kda_sampler_create(cfg.vocab_size, &o.samp, o.have_seed ? o.seed : (uint64_t)cfg.seed);
+    streamer st = {.c = &cd, .eos = cfg.eos_token_id, .print_ids = o.print_ids};
+    for (int p = 0; p < n_prompts; p++) {
+        const char *text = p < o.n_prompts ? o.prompts[p] : file_prompts[p - o.n_prompts];
+        kda_tok_ids ids = pids[p];
         st.n_out = 0;
         if (o.echo && !o.print_ids) {
             fputs(text, stdout);
@@ -349,7 +375,8 @@ int cmd_generate(int argc, char **argv) {
                     kda_decoder_state_bytes(dec));
         }
     }
-    kda_tok_ids_free(&ids);
+    for (int p = 0; p < n_prompts; p++) kda_tok_ids_free(&pids[p]);
+    free(pids);
     kda_tok_bytes_free(&st.pend);
     kda_tok_bytes_free(&st.clean);
     kda_sampler_free(smp);

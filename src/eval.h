@@ -150,6 +150,9 @@ typedef struct {
     int vocab;
     // logits of a right-padded batch: ids[B*T] -> out[B*T*vocab] (row b, position t at (b*T+t)*vocab)
     void (*logits)(void *self, const int32_t *ids, int B, int T, float *out);
+    // optional (NULL: logits is used): logits of chosen positions only, rows[i] = b*T + t of the
+    // same right-padded batch -> out[n_rows*vocab]; scoring asks for the continuation positions
+    void (*logits_rows)(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows, float *out);
     // summed cross-entropy over targets >= 0 (-100 = ignored) and their count (validation loss)
     double (*nll)(void *self, const int32_t *ids, const int32_t *targets, int B, int T, long *n_valid);
 } kda_eval_lm;

@@ -224,9 +224,13 @@ static void row_stats(const float *x, int V, double *lse, int *argmax) {
     *argmax = am;
 }
 
-static void score_input(kda_eval_plan *p, const model_input *m, const float *logits, int V, double *lse, int *am) {
+// logits holds the rows of positions first_pos .. m->len−1 of this input (row j − first_pos for
+// position j); only positions from len − max_cont on are read.
+static void score_input(kda_eval_plan *p, const model_input *m, const float *logits, int first_pos, int V, double *lse,
+                        int *am) {
     int P = m->len; // positions of this row that hold real tokens
-    for (int j = P - m->max_cont; j < P; j++) row_stats(logits + (size_t)j * V, V, &lse[j], &am[j]);
+#define ROW(j) (logits + (size_t)((j) - first_pos) * V)
+    for (int j = P - m->max_cont; j < P; j++) row_stats(ROW(j), V, &lse[j], &am[j]);
     for (long r = m->first; r >= 0; r = p->req[r].next) {
         const request *q = &p->req[r];
         double ll = 0;
@@ -235,13 +239,14 @@ static void score_input(kda_eval_plan *p, const model_input *m, const float *log
             int pos = P - q->contlen + j;
             int32_t tok = j + 1 < q->contlen ? m->ids[pos + 1] : q->last;
             if (tok < 0 || tok >= V) kda_die("token id %d is outside the model's vocabulary of %d", tok, V);
-            ll += (double)logits[(size_t)pos * V + tok] - lse[pos];
+            ll += (double)ROW(pos)[tok] - lse[pos];
             greedy &= am[pos] == tok;
         }
         kda_eval_item *it = &p->tasks[q->task].items[q->item];
         it->ll[q->choice] = ll;
         it->greedy[q->choice] = (unsigned char)greedy;
     }
+#undef ROW
 }
 
 void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, size_t max_logits, FILE *progress) {
@@ -254,6 +259,8 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
     int Tmax = p->in[order[0]].len;
     int rows_cap = max_rows < 1 ? 1 : max_rows;
     int32_t *ids = kda_malloc(sizeof(int32_t) * (size_t)rows_cap * (size_t)Tmax);
+    // chosen rows (continuation positions only) when the model offers them
+    int32_t *pick = lm->logits_rows ? kda_malloc(sizeof(int32_t) * (size_t)rows_cap * (size_t)Tmax) : NULL;
     float *logits = NULL;
     size_t logits_cap = 0;
     double *lse = kda_malloc(sizeof(double) * (size_t)Tmax);
@@ -262,25 +269,50 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
     long done = 0;
     while (done < p->n_in) {
         int T = p->in[order[done]].len;
-        size_t per_row = (size_t)T * (size_t)V;
-        long B = max_logits / per_row;
-        if (B < 1) B = 1;
-        if (B > rows_cap) B = rows_cap;
-        if (B > p->n_in - done) B = p->n_in - done;
+        size_t per_row = (size_t)T * (size_t)V, need = 0; // need: logits floats of the batch
+        long B = 0;
+        if (pick) { // as many inputs as fit the logits budget by their continuation rows (at least one)
+            while (B < rows_cap && done + B < p->n_in) {
+                size_t add = (size_t)p->in[order[done + B]].max_cont * (size_t)V;
+                if (B > 0 && need + add > max_logits) break;
+                need += add;
+                B++;
+            }
+        } else {
+            B = max_logits / per_row;
+            if (B < 1) B = 1;
+            if (B > rows_cap) B = rows_cap;
+            if (B > p->n_in - done) B = p->n_in - done;
+            need = (size_t)B * per_row;
+        }
+        int n_pick = 0;
         for (long b = 0; b < B; b++) {
             const model_input *m = &p->in[order[done + b]];
             int32_t *row = ids + b * T;
             memcpy(row, m->ids, sizeof(int32_t) * (size_t)m->len);
             // right padding: any valid id; a causal model's earlier positions do not see it
             for (int t = m->len; t < T; t++) row[t] = 0;
+            if (pick)
+                for (int j = m->len - m->max_cont; j < m->len; j++) pick[n_pick++] = (int32_t)(b * T + j);
         }
-        if ((size_t)B * per_row > logits_cap) {
+        if (need > logits_cap) {
             free(logits);
-            logits_cap = (size_t)B * per_row;
+            logits_cap = need;
             logits = kda_malloc(sizeof(float) * logits_cap);
         }
-        lm->logits(lm->self, ids, (int)B, T, logits);
-        for (long b = 0; b < B; b++) score_input(p, &p->in[order[done + b]], logits + (size_t)b * per_row, V, lse, am);
+        if (pick) {
+            lm->logits_rows(lm->self, ids, (int)B, T, pick, n_pick, logits);
+            size_t at = 0;
+            for (long b = 0; b < B; b++) {
+                const model_input *m = &p->in[order[done + b]];
+                score_input(p, m, logits + at * V, m->len - m->max_cont, V, lse, am);
+                at += (size_t)m->max_cont;
+            }
+        } else {
+            lm->logits(lm->self, ids, (int)B, T, logits);
+            for (long b = 0; b < B; b++)
+                score_input(p, &p->in[order[done + b]], logits + (size_t)b * per_row, 0, V, lse, am);
+        }
         done += B;
         double now = kda_now();
         if (progress && (now - last >= 1.0 || done == p->n_in)) {
@@ -293,6 +325,7 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
     }
     free(order);
     free(ids);
+    free(pick);
     free(logits);
     free(lse);
     free(am);

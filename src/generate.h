@@ -1,21 +1,16 @@
-// generate.h — text generation with the recurrent form of the model (kda-model.md §2, §3.1, §2.9).
+// generate.h — text generation with the recurrent state of the model (kda-model.md §2, §3.1, §2.9).
 //
-// The decoder keeps, per layer, a fixed state: the conv tail (the last W−1 pre-conv inputs of
-// the q, k and v channels) and the KDA state S [H, K, Vd] in fp32. Feeding a token advances
-// every layer by the same math as the full-sequence forward (RMSNorm, projections, causal
-// conv + SiLU, l2norm, gate, delta rule, gated output norm, SwiGLU MLP) and leaves the final
-// hidden state; logits are computed from it on request. Memory is fixed at creation: it does
-// not grow with the number of tokens fed or generated (kda_decoder_state_bytes is constant).
+// The decoder keeps, per layer, a fixed state (kda_decode_state, model.h): the conv tail (the
+// last W−1 pre-conv inputs of the q, k and v channels) and the KDA state S [H, K, Vd] in fp32,
+// in the model's backend memory. Feeding tokens runs the model's own layer math through its op
+// table (kda_model_decode: one model definition, CPU or CUDA), continuing the conv from the tails
+// and the KDA core from S, and leaves the final hidden state; logits are computed from it on
+// request. Memory is fixed at creation: it does not grow with the number of tokens fed or
+// generated (kda_decoder_state_bytes and kda_decoder_total_bytes are constant).
 //
-// The decoder reads the model's fp32 master weights on the host (pointed to directly on the
-// CPU backend, copied to the host once otherwise) and computes in fp32 with OpenBLAS; it needs
-// nothing else from the model afterwards, except that the model must outlive it on the CPU.
-//
-// A prompt is fed in blocks of up to KDA_GEN_BLOCK tokens: the projections of a block are one
-// GEMM, the core stays token-recurrent, so a block gives exactly what feeding its tokens one
-// at a time would give (up to fp32 summation order). A chunked-core prefill would need the
-// final KDA state from the chunked forward, which the CPU core (kda_core_cpu.c) does not
-// export yet.
+// A prompt is fed in blocks of up to `block` tokens (at most the model's planned T): a block goes
+// through the chunked form of the core (prefill) starting from the state the previous block left;
+// single tokens (decode steps) through the recurrent form.
 //
 // Sampling follows Hugging Face generate: the repetition penalty (every id already in the
 // prompt or generated: a positive logit divided by the penalty, a negative one multiplied),
@@ -32,12 +27,14 @@
 #include "common.h"
 #include "model.h"
 
-#define KDA_GEN_BLOCK 64 // most prompt tokens processed together in one feed block
+#define KDA_GEN_BLOCK 512 // default prompt block (the model's T when `kda generate` plans it)
 
 typedef struct kda_decoder kda_decoder;
 
-// A decoder for m's weights (as they are now), state zeroed. The model must outlive it.
-kda_decoder *kda_decoder_create(const kda_model *m);
+// A decoder for m (its weights as they are at each call), state zeroed; prompt blocks of up to
+// `block` tokens (0 or more than m->T: m->T). The model must outlive it; its activation buffers
+// are the decoder's scratch.
+kda_decoder *kda_decoder_create(kda_model *m, int block);
 void kda_decoder_free(kda_decoder *d);
 // Zero the state (a new sequence starts).
 void kda_decoder_reset(kda_decoder *d);
@@ -50,7 +47,8 @@ const float *kda_decoder_logits(kda_decoder *d);
 long kda_decoder_position(const kda_decoder *d);
 // Bytes of recurrent state (conv tails + KDA states of all layers); constant.
 size_t kda_decoder_state_bytes(const kda_decoder *d);
-// Bytes of everything the decoder allocated (state, scratch, host weight copy); constant.
+// Bytes of everything the decoder allocated (state, last hidden, logits); constant. The model's
+// activation buffers (planned for m->B x m->T) come on top.
 size_t kda_decoder_total_bytes(const kda_decoder *d);
 
 // ---- sampling -------------------------------------------------------------------------------

@@ -34,6 +34,17 @@ void kda_core_fwd(const kda_core_dims *d,
                   const float *A_log, const float *dt_bias,
                   float *o, float *saved);
 
+// The forward continuing from a state (generation: chunked prefill, recurrent decode). S is
+// fp32 [B, H, K, V] (row j of S[b,h] multiplies k_j): the state before token 0 on entry, the
+// state after token T−1 on exit (in place; NULL: zero initial state, final state not kept).
+// saved may be NULL (nothing kept for a backward). kda_core_bwd assumes a zero initial state,
+// so there is no backward through a forward that started from a non-zero S.
+void kda_core_fwd_state(const kda_core_dims *d,
+                        const float *q_raw, const float *k_raw, const float *v,
+                        const float *f, const float *b_logit,
+                        const float *A_log, const float *dt_bias,
+                        float *o, float *saved, float *S);
+
 void kda_core_bwd(const kda_core_dims *d,
                   const float *q_raw, const float *k_raw, const float *v,
                   const float *f, const float *b_logit,

@@ -207,16 +207,20 @@ static void rec_readout(int K, int V, float s, const float *q, const float *S, f
     for (int j = 0; j < K; j++) axpy(V, s * q[j], S + (size_t)j * V, out);
 }
 
-static void rec_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved, float *o, int b, int h) {
+// S_saved may be NULL (nothing kept); S_io: the slice's initial state on entry, its final
+// state on exit (NULL: zero initial state, final state dropped).
+static void rec_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved, float *o, int b, int h, float *S_io) {
     int T = d->T, H = d->H, K = d->K, V = d->V, C = d->chunk;
     size_t KV = (size_t)K * V;
-    memset(w->S, 0, sizeof(float) * KV);
+    if (S_io) memcpy(w->S, S_io, sizeof(float) * KV);
+    else memset(w->S, 0, sizeof(float) * KV);
     for (int t = 0; t < T; t++) {
-        if (t % C == 0) memcpy(S_saved + (size_t)(t / C) * KV, w->S, sizeof(float) * KV);
+        if (S_saved && t % C == 0) memcpy(S_saved + (size_t)(t / C) * KV, w->S, sizeof(float) * KV);
         const float *q = w->q + (size_t)t * K, *k = w->k + (size_t)t * K;
         rec_step(K, V, k, w->a + (size_t)t * K, w->beta[t], w->v + (size_t)t * V, w->S, w->tmpV);
         rec_readout(K, V, d->scale, q, w->S, o + ((size_t)(b * T + t) * H + h) * V);
     }
+    if (S_io) memcpy(S_io, w->S, sizeof(float) * KV);
 }
 
 // Reverse-time adjoint, one checkpoint block at a time: recompute the block's per-token
@@ -341,14 +345,16 @@ static void chunk_new_values(const kda_core_dims *d, slice_ws *w, int n) {
     }
 }
 
-static void chunk_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved, float *o, int b, int h) {
+// S_saved and S_io as for rec_fwd_slice.
+static void chunk_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved, float *o, int b, int h, float *S_io) {
     int T = d->T, H = d->H, K = d->K, V = d->V, C = block_len(d);
     size_t KV = (size_t)K * V;
     float s = d->scale;
-    memset(w->S, 0, sizeof(float) * KV);
+    if (S_io) memcpy(w->S, S_io, sizeof(float) * KV);
+    else memset(w->S, 0, sizeof(float) * KV);
     for (int c0 = 0, ci = 0; c0 < T; c0 += d->chunk, ci++) {
         int n = T - c0 < C ? T - c0 : C;
-        memcpy(S_saved + (size_t)ci * KV, w->S, sizeof(float) * KV);
+        if (S_saved) memcpy(S_saved + (size_t)ci * KV, w->S, sizeof(float) * KV);
         chunk_prepare(d, w, c0, n);
         chunk_new_values(d, w, n);
         // O = s·(Q⊙e^Γ)·S + Aqk·Vn
@@ -369,6 +375,7 @@ static void chunk_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved,
                 axpy(V, w->k[(size_t)(c0 + r) * K + x] * w->eGl[(size_t)r * K + x], w->Vn + (size_t)r * V, Sx);
         }
     }
+    if (S_io) memcpy(S_io, w->S, sizeof(float) * KV);
 }
 
 // Backward of one chunk (B1–B10 of §3.4). On entry w->dS = ∂loss/∂(state after the chunk)
@@ -524,9 +531,15 @@ static void chunk_bwd_slice(const kda_core_dims *d, slice_ws *w, const float *S_
 
 void kda_core_fwd(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
                   const float *b_logit, const float *A_log, const float *dt_bias, float *o, float *saved) {
+    kda_core_fwd_state(d, q_raw, k_raw, v, f, b_logit, A_log, dt_bias, o, saved, NULL);
+}
+
+void kda_core_fwd_state(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v,
+                        const float *f, const float *b_logit, const float *A_log, const float *dt_bias, float *o,
+                        float *saved, float *S) {
     check_dims(d);
     int BH = d->B * d->H;
-    size_t per_slice = (size_t)n_blocks(d) * d->K * d->V;
+    size_t per_slice = (size_t)n_blocks(d) * d->K * d->V, KV = (size_t)d->K * d->V;
 #pragma omp parallel
     {
         slice_ws w;
@@ -535,10 +548,11 @@ void kda_core_fwd(const kda_core_dims *d, const float *q_raw, const float *k_raw
         for (int bh = 0; bh < BH; bh++) {
             int b = bh / d->H, h = bh % d->H;
             slice_prepare(d, b, h, q_raw, k_raw, v, f, b_logit, A_log, dt_bias, NULL, &w);
+            float *sv = saved ? saved + bh * per_slice : NULL, *Sio = S ? S + bh * KV : NULL;
             if (d->algo == KDA_RECURRENT)
-                rec_fwd_slice(d, &w, saved + bh * per_slice, o, b, h);
+                rec_fwd_slice(d, &w, sv, o, b, h, Sio);
             else
-                chunk_fwd_slice(d, &w, saved + bh * per_slice, o, b, h);
+                chunk_fwd_slice(d, &w, sv, o, b, h, Sio);
         }
         free(w.mem);
     }

@@ -470,6 +470,152 @@ void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *log
     o->free(dev);
 }
 
+void kda_model_logits_rows(kda_model *m, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows,
+                           float *logits) {
+    const kda_ops *o = m->ops;
+    int d = m->cfg.hidden_size, NV = m->cfg.vocab_size, N = B * T;
+    KDA_CHECK(o->act_bytes == o->w_bytes, "backend %s: the row gather (embed_fwd over the hidden states) needs "
+              "activations and weights of one element size", o->name);
+    for (int i = 0; i < n_rows; i++)
+        KDA_CHECK(rows[i] >= 0 && rows[i] < N, "logits row %d (entry %d) outside the %d x %d batch", rows[i], i, B, T);
+    forward_body(m, ids, B, T);
+    if (n_rows <= 0) return;
+    enum { CH = 64 }; // rows per head GEMM, as kda_model_logits
+    int32_t *rows_dev = o->alloc((size_t)n_rows * sizeof(int32_t));
+    void *xr = o->alloc((size_t)n_rows * d * (size_t)o->act_bytes);
+    float *dev = o->alloc((size_t)NV * sizeof(float) * CH);
+    o->to_device(rows_dev, rows, (size_t)n_rows * sizeof(int32_t));
+    o->embed_fwd(rows_dev, m->x_final, xr, n_rows, d, N); // xr[i] = x_final[rows[i]]
+    for (int n0 = 0; n0 < n_rows; n0 += CH) {
+        int n = n_rows - n0 < CH ? n_rows - n0 : CH;
+        o->lm_head_logits(AOFF(xr, (size_t)n0 * d), WP(m->embed), dev, n, d, NV);
+        o->to_host(logits + (size_t)n0 * NV, dev, (size_t)n * NV * sizeof(float));
+    }
+    o->free(dev);
+    o->free(xr);
+    o->free(rows_dev);
+}
+
+// ---- generation ------------------------------------------------------------------------------------
+
+// conv tail elements per layer (q, k, v tails of every sequence)
+static size_t tail_elems(const kda_model *m, int B) {
+    const kda_config *c = &m->cfg;
+    return (size_t)B * (c->conv_size - 1) * (2 * (size_t)c->key_dim + c->value_dim);
+}
+static size_t S_floats(const kda_model *m, int B) {
+    const kda_config *c = &m->cfg;
+    return (size_t)B * c->num_heads * c->head_dim * c->head_v_dim;
+}
+
+kda_decode_state *kda_decode_state_create(const kda_model *m, int B) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    KDA_CHECK(B >= 1 && B <= m->B, "decode state for %d sequences: the model is planned for 1..%d", B, m->B);
+    KDA_CHECK(c->num_v_heads == c->num_heads, "generation needs num_v_heads == num_heads (got %d, %d)", c->num_v_heads,
+              c->num_heads);
+    kda_decode_state *s = kda_calloc(1, sizeof *s);
+    s->B = B;
+    int L = c->num_hidden_layers;
+    size_t conv_b = (size_t)L * tail_elems(m, B) * (size_t)o->act_bytes, S_b = (size_t)L * S_floats(m, B) * sizeof(float);
+    size_t x_b = (size_t)B * c->hidden_size * (size_t)o->act_bytes, r_b = (size_t)B * sizeof(float);
+    size_t l_b = (size_t)B * c->vocab_size * sizeof(float);
+    s->conv = o->alloc(conv_b);
+    s->S = o->alloc(S_b);
+    s->x_last = o->alloc(x_b);
+    s->rstd = o->alloc(r_b);
+    s->logits = o->alloc(l_b);
+    s->state_bytes = conv_b + S_b;
+    s->total_bytes = conv_b + S_b + x_b + r_b + l_b;
+    kda_decode_state_reset(m, s);
+    return s;
+}
+
+void kda_decode_state_free(const kda_model *m, kda_decode_state *s) {
+    if (!s) return;
+    const kda_ops *o = m->ops;
+    o->free(s->conv);
+    o->free(s->S);
+    o->free(s->x_last);
+    o->free(s->rstd);
+    o->free(s->logits);
+    free(s);
+}
+
+void kda_decode_state_reset(const kda_model *m, kda_decode_state *s) {
+    int L = m->cfg.num_hidden_layers;
+    m->ops->zero(s->conv, (size_t)L * tail_elems(m, s->B) * (size_t)m->ops->act_bytes);
+    m->ops->zero(s->S, (size_t)L * S_floats(m, s->B) * sizeof(float));
+    s->pos = 0;
+}
+
+// layer_fwd with the conv continuing from the tails and the core from S (keep the two in step:
+// test_generate checks every decoded position against the full forward).
+static void layer_fwd_decode(kda_model *m, int l, void *h_out, kda_decode_state *s, int n) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    kda_layer_acts *a = &m->acts[l];
+    int B = s->B, N = B * n, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
+    float eps = (float)c->norm_eps;
+    kda_core_dims cd = core_dims(m, B, n);
+    cd.algo = n > 1 ? KDA_CHUNKED : KDA_RECURRENT;
+    void *tq = (char *)s->conv + (size_t)l * tail_elems(m, B) * (size_t)o->act_bytes;
+    void *tk = AOFF(tq, (size_t)B * (W - 1) * Dk), *tv = AOFF(tk, (size_t)B * (W - 1) * Dk);
+    float *S = s->S + (size_t)l * S_floats(m, B);
+
+    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    o->linear_fwd(a->xn, WP(p->q_proj), NULL, a->q_pre, N, d, Dk);
+    o->linear_fwd(a->xn, WP(p->k_proj), NULL, a->k_pre, N, d, Dk);
+    o->linear_fwd(a->xn, WP(p->v_proj), NULL, a->v_pre, N, d, Dv);
+    o->conv_silu_step(tq, a->q_pre, WP(p->q_conv), a->q, B, n, Dk, W);
+    o->conv_silu_step(tk, a->k_pre, WP(p->k_conv), a->k, B, n, Dk, W);
+    o->conv_silu_step(tv, a->v_pre, WP(p->v_conv), a->v, B, n, Dv, W);
+    o->linear_fwd(a->xn, WP(p->f_proj0), NULL, a->f_low, N, d, r);
+    o->linear_fwd(a->f_low, WP(p->f_proj1), NULL, a->f, N, r, Dg);
+    o->linear_fwd(a->xn, WP(p->b_proj), NULL, a->b, N, d, H);
+    o->linear_fwd(a->xn, WP(p->g_proj0), NULL, a->g_low, N, d, r);
+    o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
+    o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, S);
+    o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
+    o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
+    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
+    o->linear_fwd(a->x2, WP(p->gate_proj), NULL, a->gate, N, d, F);
+    o->linear_fwd(a->x2, WP(p->up_proj), NULL, a->up, N, d, F);
+    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
+    o->linear_fwd(a->z, WP(p->down_proj), NULL, m->gs->tmp, N, F, d);
+    o->add(a->h_mid, m->gs->tmp, h_out, (size_t)N * d);
+}
+
+void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int n) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    int B = s->B, N = B * n, d = c->hidden_size, L = c->num_hidden_layers;
+    KDA_CHECK(n >= 1 && n <= m->T && B <= m->B, "decode of %d x %d tokens: the model is planned for %d x %d", B, n,
+              m->B, m->T);
+    for (int i = 0; i < N; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            kda_die("token id %d is outside the model's vocabulary [0, %d): check the tokenizer against vocab_size",
+                    ids[i], c->vocab_size);
+    o->to_device(m->ids_dev, ids, (size_t)N * sizeof(int32_t));
+    o->embed_fwd(m->ids_dev, WP(m->embed), m->acts[0].h_in, N, d, c->vocab_size);
+    for (int l = 0; l < L; l++) layer_fwd_decode(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, s, n);
+    for (int b = 0; b < B; b++) // final norm of each sequence's last token only
+        o->rmsnorm_fwd(AOFF(m->h_final, ((size_t)b * n + n - 1) * d), WP(m->final_norm), AOFF(s->x_last, (size_t)b * d),
+                       s->rstd + b, 1, d, (float)c->norm_eps);
+    s->pos += n;
+}
+
+void kda_model_decode_logits(kda_model *m, kda_decode_state *s, float *logits) {
+    KDA_CHECK(s->pos > 0, "logits requested before any token was fed");
+    const kda_ops *o = m->ops;
+    int NV = m->cfg.vocab_size;
+    o->lm_head_logits(s->x_last, WP(m->embed), s->logits, s->B, m->cfg.hidden_size, NV);
+    o->to_host(logits, s->logits, (size_t)s->B * NV * sizeof(float));
+}
+
 double kda_model_train_flops_per_token(const kda_config *c) {
     double d = c->hidden_size, Dk = c->key_dim, Dv = c->value_dim, HV = c->num_heads, K = c->head_dim;
     double Vd = c->head_v_dim, r = c->head_v_dim, Dg = c->num_heads * c->head_dim, F = c->intermediate_size;

@@ -97,6 +97,44 @@ void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float
 // Logits of every position into host logits[B*T][vocab] (forward only).
 void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
 
+// Logits of chosen positions only (evaluation scores the continuation positions): the forward
+// runs over all B x T tokens, then the final hidden rows rows[i] = b*T + t (flat, any order,
+// repeats allowed, each in [0, B*T)) are gathered on the backend and only they go through the
+// head. Host logits[n_rows][vocab]: each row is that row of kda_model_logits up to the GEMM's
+// rounding (OpenBLAS rounds an element differently with the number of rows per call; all rows
+// in order give the same bits). Needs act_bytes == w_bytes (the gather is embed_fwd).
+void kda_model_logits_rows(kda_model *m, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows,
+                           float *logits);
+
+// ---- generation: the forward continuing from a recurrent state (kda-model.md §2, §3) ----------
+// Per sequence and layer the state is what the next token needs from the past: the short-conv
+// tails (the last W−1 pre-conv inputs of the q, k and v channels, A type) and the KDA state S
+// (fp32 [H, K, Vd]); plus the final-normed hidden of the last token fed, for the logits. All in
+// backend memory, sized at creation: feeding tokens allocates nothing and memory does not grow.
+typedef struct kda_decode_state {
+    int B;              // sequences
+    long pos;           // tokens fed to each sequence since the reset
+    void *conv;         // [L][tails q | k | v], each [B, W−1, channels] (A)
+    float *S;           // [L][B, H, K, Vd] fp32
+    void *x_last;       // [B, d] (A): final norm of the last fed token's hidden state
+    float *rstd;        // [B]
+    float *logits;      // [B, vocab] fp32 (backend)
+    size_t state_bytes; // conv tails + KDA states
+    size_t total_bytes; // everything this struct allocated on the backend
+} kda_decode_state;
+
+kda_decode_state *kda_decode_state_create(const kda_model *m, int B);
+void kda_decode_state_free(const kda_model *m, kda_decode_state *s);
+void kda_decode_state_reset(const kda_model *m, kda_decode_state *s); // zero state, pos 0
+// Feed n tokens to each of the s->B sequences: host ids[B][n], 1 <= n <= m->T, B <= m->B. Each
+// layer is the full forward's (layer_fwd) except that the conv continues from the tails
+// (conv_silu_step) and the KDA core from S (kda_fwd_state): in its chunked form when n > 1
+// (prefill), recurrent when n == 1 (a decode step). Uses the model's activation buffers as
+// scratch (any other forward may run between two calls).
+void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int n);
+// Host logits[B][vocab] after the last token fed (dies if nothing was fed since the reset).
+void kda_model_decode_logits(kda_model *m, kda_decode_state *s, float *logits);
+
 // Model FLOPs per trained token (kda-model.md §7): 3 x forward (matmuls + chunked KDA core;
 // elementwise work excluded). The MFU numerator.
 double kda_model_train_flops_per_token(const kda_config *c);

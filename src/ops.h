@@ -80,6 +80,19 @@ typedef struct kda_ops {
                     const void *saved, const void *d_o, void *dq, void *dk, void *dv, void *df,
                     void *db, float *dA_log, float *ddt_bias);
 
+    // ---- generation: forwards that continue from a recurrent state (no backward) ----
+    // Short conv over [tail | x] along time: tail [B,W−1,C] (A) holds the W−1 inputs before
+    // x[:,0]; y[b,t,c] = silu(Σ_j w[c,j]·X[b,t+j,c]) with X = [tail | x], then tail ← the last
+    // W−1 rows of X (in place). x, y [B,T,C]; a zero tail gives conv_silu_fwd.
+    void (*conv_silu_step)(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W);
+    // KDA core from the fp32 state S [B,H,K,V] (the state before token 0 on entry, after token
+    // T−1 on exit). dims->algo picks the form: KDA_RECURRENT token by token (saved unused, may
+    // be NULL); KDA_CHUNKED the chunked form (saved: kda_saved_bytes(dims) bytes of scratch;
+    // the CPU backend keeps nothing there and accepts NULL). Inputs and o as for kda_fwd.
+    void (*kda_fwd_state)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
+                          const void *f, const void *b, const void *A_log, const void *dt_bias,
+                          void *o, void *saved, float *S);
+
     // ---- MLP / residual ----
     // z = silu(gate)·up
     void (*swiglu_fwd)(const void *gate, const void *up, void *z, size_t n);

@@ -268,6 +268,34 @@ static void cpu_conv_silu_fwd(const void *x_, const void *w_, void *y_, int B, i
         }
 }
 
+static void cpu_conv_silu_step(void *tail_, const void *x_, const void *w_, void *y_, int B, int T, int C, int W) {
+    float *tail = tail_, *y = y_;
+    const float *x = x_, *w = w_;
+    int P = W - 1; // tail rows
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) {
+        float *tb = tail + (size_t)b * P * C;
+        const float *xb = x + (size_t)b * T * C;
+        for (int t = 0; t < T; t++) {
+            float *yr = y + ((size_t)b * T + t) * C;
+            for (int c = 0; c < C; c++) {
+                float acc = 0;
+                for (int j = 0; j < W; j++) { // X[t + j]: the tail for t + j < P, else x[t + j − P]
+                    int i = t + j;
+                    acc += w[c * W + j] * (i < P ? tb[(size_t)i * C + c] : xb[(size_t)(i - P) * C + c]);
+                }
+                yr[c] = acc * sigmoidf(acc);
+            }
+        }
+        // new tail row i = X[T + i]; ascending i reads rows at or after the one it writes
+        for (int i = 0; i < P; i++) {
+            int src = T + i;
+            const float *from = src < P ? tb + (size_t)src * C : xb + (size_t)(src - P) * C;
+            memmove(tb + (size_t)i * C, from, sizeof(float) * C);
+        }
+    }
+}
+
 static void cpu_conv_silu_bwd(const void *x_, const void *w_, const void *dy_, void *dx_, float *dw, int B, int T,
                               int C, int W) {
     const float *x = x_, *w = w_, *dy = dy_;
@@ -307,6 +335,12 @@ static size_t cpu_kda_saved_bytes(const kda_core_dims *d) { return kda_core_save
 static void cpu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
                         const void *b, const void *A_log, const void *dt_bias, void *o, void *saved) {
     kda_core_fwd(d, q, k, v, f, b, A_log, dt_bias, o, saved);
+}
+
+static void cpu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
+                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S) {
+    (void)saved; // nothing is kept for a backward
+    kda_core_fwd_state(d, q, k, v, f, b, A_log, dt_bias, o, NULL, S);
 }
 
 static void cpu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
@@ -420,6 +454,8 @@ static const kda_ops cpu_ops = {
     .kda_saved_bytes = cpu_kda_saved_bytes,
     .kda_fwd = cpu_kda_fwd,
     .kda_bwd = cpu_kda_bwd,
+    .conv_silu_step = cpu_conv_silu_step,
+    .kda_fwd_state = cpu_kda_fwd_state,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .add = cpu_add,

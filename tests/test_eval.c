@@ -4,7 +4,8 @@
 // lm-eval's context/continuation split (byte codec and the Llama 3 tokenizer), the batched
 // scorer against a direct computation with a fake language model (any batch size, a tight
 // logits budget, shared inputs, left truncation), the metrics and stderr on hand-made
-// log-likelihoods, validation loss, and the JSON / table output.
+// log-likelihoods, validation loss, and the JSON / table output; on a small random model, the
+// head on chosen rows (kda_model_logits_rows) against the rows of the full head.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "config.h"
 #include "eval.h"
+#include "model.h"
 #include "test_util.h"
 #include "tokenizer.h"
 
@@ -307,7 +310,7 @@ static void test_encode_pair(void) {
 #define FV 300 // vocabulary of the fake model (bytes, BOS 256)
 
 typedef struct {
-    long calls, rows, max_rows_seen;
+    long calls, rows, max_rows_seen, rows_asked;
     int bad_pad;
 } fake_lm;
 
@@ -338,6 +341,19 @@ static void fake_logits(void *self, const int32_t *ids, int B, int T, float *out
             fake_row(h, out + ((size_t)b * T + t) * FV);
         }
     }
+}
+
+// the same model asked for chosen rows only (what kda_model_logits_rows offers)
+static void fake_logits_rows(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows, float *out) {
+    fake_lm *f = self;
+    float *all = kda_malloc(sizeof(float) * (size_t)B * T * FV);
+    fake_logits(self, ids, B, T, all);
+    for (int i = 0; i < n_rows; i++) {
+        if (rows[i] < 0 || rows[i] >= B * T) f->bad_pad = 1;
+        else memcpy(out + (size_t)i * FV, all + (size_t)rows[i] * FV, sizeof(float) * FV);
+    }
+    f->rows_asked += n_rows;
+    free(all);
 }
 
 static double fake_nll(void *self, const int32_t *ids, const int32_t *tgt, int B, int T, long *n_valid) {
@@ -400,6 +416,36 @@ static void make_items(kda_eval_task *t) {
     t->n_docs = t->n_items;
 }
 
+// Σ over distinct model inputs of the longest continuation scored on it: the head rows a
+// scorer needs at the least (computed here from the requests, independently of the plan)
+static long rows_needed(kda_eval_task *t, kda_eval_codec *codec, int max_len) {
+    enum { MAXI = 64 };
+    int32_t in[MAXI][512];
+    int len[MAXI], cont[MAXI], n = 0;
+    kda_tok_ids ci = {0}, co = {0};
+    for (int i = 0; i < t->n_items; i++)
+        for (int c = 0; c < t->items[i].n; c++) {
+            kda_eval_encode_pair(codec, t->items[i].ctx[c], t->items[i].cont[c], &ci, &co);
+            int32_t full[512];
+            int fl = 0;
+            for (size_t j = 0; j < ci.n; j++) full[fl++] = ci.v[j];
+            for (size_t j = 0; j < co.n; j++) full[fl++] = co.v[j];
+            int start = fl > max_len + 1 ? fl - (max_len + 1) : 0, l = fl - start - 1, k = 0;
+            while (k < n && !(len[k] == l && !memcmp(in[k], full + start, sizeof(int32_t) * (size_t)l))) k++;
+            if (k == n) {
+                KDA_CHECK(n < MAXI, "too many inputs for the test");
+                memcpy(in[n], full + start, sizeof(int32_t) * (size_t)l);
+                len[n] = l, cont[n] = 0, n++;
+            }
+            if ((int)co.n > cont[k]) cont[k] = (int)co.n;
+        }
+    long sum = 0;
+    for (int k = 0; k < n; k++) sum += cont[k];
+    kda_tok_ids_free(&ci);
+    kda_tok_ids_free(&co);
+    return sum;
+}
+
 static void test_scoring(void) {
     printf("batched scoring vs a direct computation (fake model)\n");
     kda_eval_codec *codec = kda_eval_codec_new(NULL, 256, -1);
@@ -410,13 +456,16 @@ static void test_scoring(void) {
     } cfgs[] = {{1, (size_t)1 << 30, 2048}, {3, (size_t)1 << 30, 2048}, {64, (size_t)1 << 30, 2048},
                 {64, 1, 2048}, {5, (size_t)1 << 30, 40}};
     kda_tok_ids ci = {0}, co = {0};
-    for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
+    for (size_t k = 0; k < 2 * sizeof cfgs / sizeof cfgs[0]; k++) {
+        int with_rows = k >= sizeof cfgs / sizeof cfgs[0]; // second pass: the head on chosen rows only
+        size_t kc = k % (sizeof cfgs / sizeof cfgs[0]);
         kda_eval_task t;
         make_items(&t);
-        kda_eval_plan *p = kda_eval_plan_new(&t, 1, codec, cfgs[k].max_len);
+        kda_eval_plan *p = kda_eval_plan_new(&t, 1, codec, cfgs[kc].max_len);
         fake_lm f = {0};
-        kda_eval_lm lm = {.self = &f, .vocab = FV, .logits = fake_logits, .nll = fake_nll};
-        kda_eval_plan_run(p, &lm, cfgs[k].rows, cfgs[k].logits, NULL);
+        kda_eval_lm lm = {.self = &f, .vocab = FV, .logits = fake_logits, .logits_rows = with_rows ? fake_logits_rows : NULL,
+                          .nll = fake_nll};
+        kda_eval_plan_run(p, &lm, cfgs[kc].rows, cfgs[kc].logits, NULL);
         double worst = 0;
         int greedy_ok = 1;
         long n_req = 0;
@@ -429,21 +478,33 @@ static void test_scoring(void) {
                 for (size_t j = 0; j < ci.n; j++) full[len++] = ci.v[j];
                 for (size_t j = 0; j < co.n; j++) full[len++] = co.v[j];
                 int g;
-                double want = direct_ll(full, len, (int)co.n, cfgs[k].max_len, &g);
+                double want = direct_ll(full, len, (int)co.n, cfgs[kc].max_len, &g);
                 double e = fabs(it->ll[c] - want);
                 if (e > worst) worst = e;
                 greedy_ok &= it->greedy[c] == g;
             }
         }
-        T_CHECK(worst < 1e-9 && greedy_ok && !f.bad_pad && f.max_rows_seen <= cfgs[k].rows,
-                "rows %3d, logits budget %-10zu max_length %4d: %ld requests, %ld inputs, %ld forwards; worst |dll| %.1e",
-                cfgs[k].rows, cfgs[k].logits, cfgs[k].max_len, n_req, kda_eval_plan_inputs(p), f.calls, worst);
-        if (k == 0)
+        T_CHECK(worst < 1e-9 && greedy_ok && !f.bad_pad && f.max_rows_seen <= cfgs[kc].rows,
+                "%s rows %3d, logits budget %-10zu max_length %4d: %ld requests, %ld inputs, %ld forwards; worst |dll| %.1e",
+                with_rows ? "chosen rows," : "all rows,   ", cfgs[kc].rows, cfgs[kc].logits, cfgs[kc].max_len, n_req,
+                kda_eval_plan_inputs(p), f.calls, worst);
+        if (with_rows) { // exactly the continuation positions were asked for: one per token of the longest one per input
+            long want = rows_needed(&t, codec, cfgs[kc].max_len);
+            T_CHECK(f.rows_asked == want, "chosen rows: %ld head rows asked = the %ld continuation positions of the inputs",
+                    f.rows_asked, want);
+            if (kc == 3) T_CHECK(f.max_rows_seen == 1, "chosen rows: a logits budget below one input still runs one input");
+        }
+        if (with_rows) {
+            kda_eval_plan_free(p);
+            free_task(&t);
+            continue;
+        }
+        if (kc == 0)
             T_CHECK(kda_eval_plan_inputs(p) == n_req - 6 * 3 && f.rows == kda_eval_plan_inputs(p),
                     "the 4 one-letter answers of a question share one input (%ld inputs for %ld requests)",
                     kda_eval_plan_inputs(p), n_req);
-        if (k == 3) T_CHECK(f.max_rows_seen == 1, "a logits budget below one row still runs one row per forward");
-        if (k == 4) T_CHECK(kda_eval_plan_truncated(p) > 0 && kda_eval_plan_max_len(p) == 40,
+        if (kc == 3) T_CHECK(f.max_rows_seen == 1, "a logits budget below one row still runs one row per forward");
+        if (kc == 4) T_CHECK(kda_eval_plan_truncated(p) > 0 && kda_eval_plan_max_len(p) == 40,
                             "max_length 40: %ld requests cut on the left, inputs <= 40 tokens", kda_eval_plan_truncated(p));
         kda_eval_plan_free(p);
         free_task(&t);
@@ -451,6 +512,77 @@ static void test_scoring(void) {
     kda_tok_ids_free(&ci);
     kda_tok_ids_free(&co);
     kda_eval_codec_free(codec);
+}
+
+// ---- 5b. a real (small, random) model: the head on chosen rows only ----------------------------------------
+
+static void model_logits_cb(void *self, const int32_t *ids, int B, int T, float *out) { kda_model_logits(self, ids, B, T, out); }
+static void model_rows_cb(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n, float *out) {
+    kda_model_logits_rows(self, ids, B, T, rows, n, out);
+}
+
+static void test_model_rows(void) {
+    printf("a small random model: logits of chosen rows (kda_model_logits_rows)\n");
+    kda_config c;
+    kda_config_defaults(&c);
+    c.hidden_size = 32, c.num_hidden_layers = 2, c.num_heads = 2, c.head_dim = 8, c.expand_v = 2;
+    c.intermediate_size = 64, c.vocab_size = FV, c.kda_chunk_size = 16, c.seq_length = 64;
+    c.micro_batch_size = 1, c.global_batch_size = 1;
+    kda_config_finalize(&c);
+    enum { B = 3, T = 37 };
+    kda_model *m = kda_model_create(&c, kda_ops_cpu(), 4, 64);
+    unsigned long seed = t_seed();
+    kda_model_init(m, seed);
+    kda_rng r;
+    kda_rng_seed(&r, seed);
+    for (size_t i = 0; i < m->n_floats; i++) m->master[i] += (float)(0.1 * kda_rng_normal(&r)); // off init
+    int32_t ids[B * T], rows[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)kda_rng_below(&r, FV);
+    float *full = kda_malloc(sizeof(float) * B * T * FV), *got = kda_malloc(sizeof(float) * B * T * FV);
+    kda_model_logits(m, ids, B, T, full);
+    // every row in order: the head GEMMs see the same rows in the same groups -> bitwise equal
+    for (int i = 0; i < B * T; i++) rows[i] = i;
+    for (int i = 0; i < B * T * FV; i++) got[i] = NAN;
+    kda_model_logits_rows(m, ids, B, T, rows, B * T, got);
+    T_CHECK(!memcmp(got, full, sizeof(float) * B * T * FV), "all %d rows in order: bitwise kda_model_logits", B * T);
+    // a subset (repeats, any order): OpenBLAS rounds an element differently with the number of rows
+    // in the GEMM call, so each row equals the full head's to fp32 rounding (a wrong row: ~1)
+    for (int i = 0; i < 40; i++) rows[i] = i < 3 ? 5 : (int32_t)kda_rng_below(&r, B * T);
+    rows[39] = B * T - 1;
+    for (int i = 0; i < 40 * FV; i++) got[i] = NAN;
+    kda_model_logits_rows(m, ids, B, T, rows, 40, got);
+    double worst = 0;
+    for (int i = 0; i < 40; i++) {
+        double e = kda_rel_err_f32f32(got + (size_t)i * FV, full + (size_t)rows[i] * FV, FV);
+        worst = isnan(e) || e > worst ? (isnan(e) ? INFINITY : e) : worst;
+    }
+    T_REL("40 chosen rows (repeats, any order), worst row", worst, 1e-6);
+    free(full), free(got);
+
+    // eval on this model: all rows vs chosen rows give the same log-likelihoods (same batches)
+    kda_eval_codec *codec = kda_eval_codec_new(NULL, 256, -1);
+    kda_eval_task ta, tb;
+    make_items(&ta);
+    make_items(&tb);
+    kda_eval_plan *pa = kda_eval_plan_new(&ta, 1, codec, 64), *pb = kda_eval_plan_new(&tb, 1, codec, 64);
+    kda_eval_lm la = {.self = m, .vocab = FV, .logits = model_logits_cb};
+    kda_eval_lm lb = {.self = m, .vocab = FV, .logits = model_logits_cb, .logits_rows = model_rows_cb};
+    kda_eval_plan_run(pa, &la, 4, (size_t)1 << 30, NULL);
+    kda_eval_plan_run(pb, &lb, 4, (size_t)1 << 30, NULL);
+    int n = 0, greedy_same = 1;
+    double worst_ll = 0;
+    for (int i = 0; i < ta.n_items; i++)
+        for (int k = 0; k < ta.items[i].n; k++, n++) {
+            double a = ta.items[i].ll[k], b = tb.items[i].ll[k], e = fabs(a - b) / fabs(a);
+            worst_ll = !isfinite(a) || !isfinite(b) || e > worst_ll ? (isfinite(e) ? e : INFINITY) : worst_ll;
+            greedy_same &= ta.items[i].greedy[k] == tb.items[i].greedy[k];
+        }
+    T_REL("eval: per-request ll, head on continuation rows vs every row", worst_ll, 1e-6);
+    T_CHECK(greedy_same, "eval: the greedy flags of all %d requests agree", n);
+    kda_eval_plan_free(pa), kda_eval_plan_free(pb);
+    free_task(&ta), free_task(&tb);
+    kda_eval_codec_free(codec);
+    kda_model_free(m);
 }
 
 // ---- 6. metrics ------------------------------------------------------------------------------------------------
@@ -600,6 +732,7 @@ int main(void) {
     test_readers();
     test_encode_pair();
     test_scoring();
+    test_model_rows();
     test_metrics();
     test_val_loss();
     test_report();

@@ -1,9 +1,10 @@
-// test_generate.c — the recurrent decoder and the sampler (generate.h) on a small random model
-// moved off its init:
+// test_generate.c — the decoder (generate.h: the model's state-carrying forward through the CPU
+// op table, model.c) and the sampler on a small random model moved off its init:
 //  1. every prompt position and every greedy step: the decoder's logits equal the last row of
 //     a full-sequence forward (kda_model_logits over the whole sequence so far, chunked core)
 //     and the greedy id is that forward's argmax, >= 40 steps, two prompts;
-//  2. a prompt fed in blocks (longer than KDA_GEN_BLOCK) gives the same logits as token by token;
+//  2. a prompt fed in blocks through the chunked form (each continuing from the state the last
+//     left) gives the same logits as token by token through the recurrent form, and as one block;
 //  3. the state carries information past the conv window (so test 1 exercises the KDA core);
 //  4. sampling with a seed is reproducible, another seed differs, top-k 1 equals greedy, eos stops;
 //  5. state and allocated bytes are constant while generating;
@@ -80,7 +81,7 @@ static void test_vs_full_forward(kda_model *m, kda_rng *r, int n_prompt, int ste
     int32_t *seq = kda_malloc(sizeof(int32_t) * TMAX);
     float *full = kda_malloc(sizeof(float) * (size_t)TMAX * NV);
     for (int i = 0; i < n_prompt; i++) seq[i] = (int32_t)kda_rng_below(r, NV);
-    kda_decoder *d = kda_decoder_create(m);
+    kda_decoder *d = kda_decoder_create(m, 0);
     err_acc ep = {0}, eg = {0};
     kda_model_logits(m, seq, 1, n_prompt, full);
     for (int t = 0; t < n_prompt; t++) {
@@ -119,15 +120,18 @@ static void test_vs_full_forward(kda_model *m, kda_rng *r, int n_prompt, int ste
     free(full);
 }
 
-// 2. blocks vs one token at a time; against the full forward at the end too
+// 2. chunked prefill in blocks (each block continuing from the state the previous one left)
+// vs one block vs one token at a time (recurrent); against the full forward at the end too
 static void test_block_feed(kda_model *m, kda_rng *r) {
-    int NV = m->cfg.vocab_size, n = KDA_GEN_BLOCK * 2 + 37;
+    int NV = m->cfg.vocab_size, n = 165; // 64 + 64 + 37 (chunk 16: whole and partial chunks)
     int32_t *ids = kda_malloc(sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++) ids[i] = (int32_t)kda_rng_below(r, NV);
-    kda_decoder *a = kda_decoder_create(m), *b = kda_decoder_create(m);
+    kda_decoder *a = kda_decoder_create(m, 64), *b = kda_decoder_create(m, 0), *c = kda_decoder_create(m, 0);
     kda_decoder_feed(a, ids, n);
     for (int i = 0; i < n; i++) kda_decoder_feed(b, &ids[i], 1);
-    T_REL("prompt of 165 in blocks vs token by token", kda_rel_err_f32f32(kda_decoder_logits(a), kda_decoder_logits(b), NV), 1e-5);
+    kda_decoder_feed(c, ids, n);
+    T_REL("prompt of 165 in blocks of 64 vs token by token", kda_rel_err_f32f32(kda_decoder_logits(a), kda_decoder_logits(b), NV), 1e-5);
+    T_REL("prompt of 165 in one block vs token by token", kda_rel_err_f32f32(kda_decoder_logits(c), kda_decoder_logits(b), NV), 1e-5);
     float *full = kda_malloc(sizeof(float) * (size_t)n * NV);
     kda_model_logits(m, ids, 1, n, full);
     T_REL("prompt of 165 in blocks vs full forward", kda_rel_err_f32f32(kda_decoder_logits(a), full + (size_t)(n - 1) * NV, NV), 1e-5);
@@ -136,6 +140,15 @@ static void test_block_feed(kda_model *m, kda_rng *r) {
     kda_decoder_feed(a, ids, 10);
     kda_decoder_feed(a, ids + 10, n - 10);
     T_REL("after reset, 10 + 155 tokens", kda_rel_err_f32f32(kda_decoder_logits(a), kda_decoder_logits(b), NV), 1e-5);
+    // the next greedy steps after a chunked prefill: recurrent from the state the chunked form left
+    for (int s = 0; s < 5; s++) {
+        int32_t id = (int32_t)kda_rng_below(r, NV);
+        kda_decoder_feed(c, &id, 1);
+        kda_decoder_feed(b, &id, 1);
+    }
+    T_REL("5 decode steps after the one-block prefill vs all token by token",
+          kda_rel_err_f32f32(kda_decoder_logits(c), kda_decoder_logits(b), NV), 1e-5);
+    kda_decoder_free(c);
     kda_decoder_free(a);
     kda_decoder_free(b);
     free(full);
@@ -147,7 +160,7 @@ static void test_state_matters(kda_model *m, kda_rng *r) {
     int NV = m->cfg.vocab_size;
     int32_t ids[21];
     for (int i = 0; i < 21; i++) ids[i] = (int32_t)kda_rng_below(r, NV);
-    kda_decoder *d = kda_decoder_create(m);
+    kda_decoder *d = kda_decoder_create(m, 0);
     kda_decoder_feed(d, ids, 21);
     float *l1 = kda_malloc(sizeof(float) * NV);
     memcpy(l1, kda_decoder_logits(d), sizeof(float) * NV);
@@ -185,7 +198,7 @@ static collected gen(kda_decoder *d, const kda_sampling *s, uint64_t seed, const
 static void test_generate_loop(kda_model *m, kda_rng *r) {
     int32_t prompt[7];
     for (int i = 0; i < 7; i++) prompt[i] = (int32_t)kda_rng_below(r, 256);
-    kda_decoder *d = kda_decoder_create(m);
+    kda_decoder *d = kda_decoder_create(m, 0);
     size_t state0 = kda_decoder_state_bytes(d), total0 = kda_decoder_total_bytes(d);
     const kda_config *c = &m->cfg;
     size_t expect = (size_t)c->num_hidden_layers *

@@ -2,7 +2,9 @@
 // here (l2norm + gate + β + the §3.1 recurrence, all in double):
 //   1. forward of both algorithms vs the reference (partial chunks, chunk > T, chunk 1,
 //      odd K, strong decay with softplus past its z > 20 branch);
-//   2. recurrent vs chunked: output and every gradient;
+//   2. recurrent vs chunked: output and every gradient; the forward from / to a state
+//      (kda_core_fwd_state): final state vs the reference, a sequence split in two parts
+//      (either form for either part) equals the whole;
 //   3. gradients of both algorithms vs central finite differences of the reference
 //      (realistic and strongly decaying gates);
 //   4. every output written (NaN-poisoned first), dA_log / ddt_bias accumulate;
@@ -111,7 +113,8 @@ static size_t in_size(const kda_core_dims *d, int i) {
 }
 
 // o [B,T,H,V] from double inputs x[N_IN]: l2norm, gate, β and the token recurrence in double.
-static void ref_core(const kda_core_dims *d, double *const *x, double *o) {
+// S_final (may be NULL): the state after the last token, [B,H,K,V].
+static void ref_core_state(const kda_core_dims *d, double *const *x, double *o, double *S_final) {
     int T = d->T, H = d->H, K = d->K, V = d->V;
     double *S = kda_malloc(sizeof(double) * K * V), *q = kda_malloc(sizeof(double) * K);
     double *k = kda_malloc(sizeof(double) * K), *e = kda_malloc(sizeof(double) * V);
@@ -141,9 +144,11 @@ static void ref_core(const kda_core_dims *d, double *const *x, double *o) {
                     o[rv + c] = d->scale * acc;
                 }
             }
+            if (S_final) memcpy(S_final + (size_t)(b * H + h) * K * V, S, sizeof(double) * K * V);
         }
     free(S), free(q), free(k), free(e);
 }
+static void ref_core(const kda_core_dims *d, double *const *x, double *o) { ref_core_state(d, x, o, NULL); }
 
 static double **to_double(const kda_core_dims *d, const core_in *in) {
     const float *src[N_IN] = {in->q, in->k, in->v, in->f, in->b, in->A_log, in->dt_bias};
@@ -262,6 +267,66 @@ static void test_case(const case_t *c) {
     free_out(&rc), free_out(&rr), free_double(x), free(ref), free(dO), free_inputs(&in);
 }
 
+// ---- 2b: the forward that carries a state (generation: chunked prefill, recurrent decode) ---
+
+// tokens t0 .. t0+n−1 of every sequence of a [B,T,H,w] tensor
+static float *time_slice(const float *x, const kda_core_dims *d, int t0, int n, int w) {
+    size_t row = (size_t)d->H * w;
+    float *y = kda_malloc(sizeof(float) * d->B * n * row + 4);
+    for (int b = 0; b < d->B; b++)
+        memcpy(y + (size_t)b * n * row, x + ((size_t)b * d->T + t0) * row, sizeof(float) * n * row);
+    return y;
+}
+
+static void test_state(const case_t *c, int T1) {
+    kda_core_dims d = dims(c->B, c->T, c->H, c->K, c->V, c->C, KDA_CHUNKED);
+    printf("-- state in / out (%s), split after %d of %d tokens\n", c->what, T1, c->T);
+    core_in in = make_inputs(&d, c->f_mean, c->f_sd);
+    double **x = to_double(&d, &in), *ref = kda_malloc(sizeof(double) * n_v(&d));
+    size_t nS = (size_t)d.B * d.H * d.K * d.V;
+    double *Sref = kda_malloc(sizeof(double) * nS);
+    ref_core_state(&d, x, ref, Sref);
+    char name[128];
+    // whole sequence from the zero state: the output is kda_core_fwd's, the final state the reference's
+    for (int a = 0; a < 2; a++) {
+        d.algo = a ? KDA_RECURRENT : KDA_CHUNKED;
+        core_out plain = run(&d, &in, NULL);
+        float *o = poisoned(n_v(&d)), *S = kda_calloc(nS, sizeof(float));
+        kda_core_fwd_state(&d, in.q, in.k, in.v, in.f, in.b, in.A_log, in.dt_bias, o, NULL, S);
+        snprintf(name, sizeof name, "%s from S=0: o == kda_core_fwd's", algo_name(d.algo));
+        T_CHECK(!memcmp(o, plain.o, sizeof(float) * n_v(&d)), "%s", name);
+        snprintf(name, sizeof name, "%s final state vs float64", algo_name(d.algo));
+        T_REL(name, kda_rel_err_f32(S, Sref, nS), 1e-5);
+        free(o), free(S), free_out(&plain);
+    }
+    // T1 tokens, then the rest from the state they left: every (first, second) form pairing
+    kda_core_dims d1 = d, d2 = d;
+    d1.T = T1, d2.T = c->T - T1;
+    float *in1[5], *in2[5];
+    const float *src[5] = {in.q, in.k, in.v, in.f, in.b};
+    int width[5] = {d.K, d.K, d.V, d.K, 1};
+    for (int i = 0; i < 5; i++) in1[i] = time_slice(src[i], &d, 0, T1, width[i]), in2[i] = time_slice(src[i], &d, T1, d2.T, width[i]);
+    double *ref2 = kda_malloc(sizeof(double) * d.B * d2.T * d.H * d.V); // the reference rows of part 2
+    for (int b = 0; b < d.B; b++)
+        memcpy(ref2 + (size_t)b * d2.T * d.H * d.V, ref + ((size_t)b * d.T + T1) * d.H * d.V,
+               sizeof(double) * d2.T * d.H * d.V);
+    for (int a1 = 0; a1 < 2; a1++)
+        for (int a2 = 0; a2 < 2; a2++) {
+            d1.algo = a1 ? KDA_RECURRENT : KDA_CHUNKED;
+            d2.algo = a2 ? KDA_RECURRENT : KDA_CHUNKED;
+            float *o1 = poisoned(n_v(&d1)), *o2 = poisoned(n_v(&d2)), *S = kda_calloc(nS, sizeof(float));
+            kda_core_fwd_state(&d1, in1[0], in1[1], in1[2], in1[3], in1[4], in.A_log, in.dt_bias, o1, NULL, S);
+            kda_core_fwd_state(&d2, in2[0], in2[1], in2[2], in2[3], in2[4], in.A_log, in.dt_bias, o2, NULL, S);
+            snprintf(name, sizeof name, "%s then %s: o of the second part", algo_name(d1.algo), algo_name(d2.algo));
+            T_REL(name, kda_rel_err_f32(o2, ref2, n_v(&d2)), 1e-5);
+            snprintf(name, sizeof name, "%s then %s: final state", algo_name(d1.algo), algo_name(d2.algo));
+            T_REL(name, kda_rel_err_f32(S, Sref, nS), 1e-5);
+            free(o1), free(o2), free(S);
+        }
+    for (int i = 0; i < 5; i++) free(in1[i]), free(in2[i]);
+    free(ref2), free(Sref), free_double(x), free(ref), free_inputs(&in);
+}
+
 // ---- 3: finite differences of the float64 reference -----------------------------------------
 
 // Tolerance 1e-5: the fp32 gradients are ~2e-7 off (rounding), the FD ones ~1e-9 (h = 1e-5,
@@ -376,6 +441,9 @@ static void time_300m(kda_core_algo algo) {
 int main(void) {
     kda_rng_seed(&R, t_seed());
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
+    test_state(&cases[0], 70);  // split inside a chunk
+    test_state(&cases[1], 32);  // at a chunk boundary (C=16)
+    test_state(&cases[5], 1);   // one token, then the rest; strong decay
     test_fd(0, 1, "realistic gates");
     test_fd(6, 8, "strong decay");
     printf("-- poison, accumulation, threads\n");

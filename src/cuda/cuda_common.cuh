@@ -107,6 +107,12 @@ void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void
 void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
                 void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
+// generation (decode.cu; the chunked one in kda_fwd.cu)
+void cu_conv_silu_step(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W);
+void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
+                      const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
+void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
+                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
 void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
 void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
 void cu_add(const void *a, const void *b, void *y, size_t n);

@@ -9,6 +9,8 @@
 //             fp32; snapshot h = bf16(S); Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
 //   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
 // Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these for the backward.
+// Generation (cu_kda_fwd_chunked_state): the scan may start from a given fp32 state and hand
+// back the final one ([B,H,K,V], in place); the backward assumes a zero initial state.
 #include "kda_cuda.cuh"
 
 size_t cu_kda_saved_bytes(const kda_core_dims *d) {
@@ -151,13 +153,19 @@ struct scan_smem {
     }
 };
 
-__global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_saved sv) {
+// Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
+// block reads and writes only its own 16 value columns.
+__global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
     extern __shared__ float sm[];
     int K = s.K, V = s.V, C = s.C, KP = K + 1;
     float *S = sm, *Sb = S + K * KDA_VT, *wm = Sb + K * KDA_VT, *kgs = wm + C * KP, *um = kgs + C * KP,
           *vn = um + C * KDA_VT, *decay = vn + C * KDA_VT;
     int v0 = blockIdx.x * KDA_VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
-    for (int e = tid; e < K * KDA_VT; e += 256) S[e] = 0.0f;
+    float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
+    for (int e = tid; e < K * KDA_VT; e += 256) {
+        int d = e / KDA_VT, v = e % KDA_VT;
+        S[e] = Sg && v0 + v < V ? Sg[(size_t)d * V + v0 + v] : 0.0f;
+    }
     for (int c = 0; c < s.NT; c++) {
         int n = min(C, s.T - c * C);
         size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
@@ -200,10 +208,20 @@ __global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_save
         }
         __syncthreads();
     }
+    if (Sg)
+        for (int e = tid; e < K * KDA_VT; e += 256) {
+            int d = e / KDA_VT, v = e % KDA_VT;
+            if (v0 + v < V) Sg[(size_t)d * V + v0 + v] = S[e];
+        }
 }
 
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, void *o, void *saved) {
+    cu_kda_fwd_chunked_state(d, q, k, v, f, b, A_log, dt_bias, o, saved, NULL);
+}
+
+void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
+                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S) {
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
     kda_saved sv;
@@ -224,7 +242,7 @@ void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void
     kda_chunk_gemm(s, g); // Um = Tinv·vb
     size_t smem = scan_smem::bytes(s.K, s.C);
     CU_CHECK(cudaFuncSetAttribute(kda_scan_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kda_scan_fwd_kernel<<<dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), 256, smem, cu_stream>>>(s, sv);
+    kda_scan_fwd_kernel<<<dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, S);
     CU_LAUNCHED();
     kgemm go = {};
     go.nterms = 2, go.M = s.C, go.N = s.V, go.out = o, go.out_f32 = 0, go.out_ld = s.V, go.mask = KMASK_NONE;
