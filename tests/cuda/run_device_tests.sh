@@ -2,13 +2,13 @@
 # run_device_tests.sh — all CUDA device tests and the KDA kernel benchmark, on the GPU machine.
 #
 # Builds nothing. Needs, prepared on the development machine (see docs/cuda.md):
-#   build/cuda-device/   `make cuda-device-bins` (test_cuda_ops, test_cuda_kda, kda_core_io,
+#   build/cuda-device/   `make cuda-device-bins` (test_cuda_ops, test_cuda_kda, test_cuda_decode, kda_core_io,
 #                        bench_kda_cuda) and BUILD_INFO (commit); optionally triton_cache.tgz
 #   .whl/                flash-linear-attention and fla-core wheels (FLA is not installed there)
 # Run through the device tool with carry [build/cuda-device, .whl]. The log goes to stdout and
 # to $OUT/device_log.txt; the Triton cache to $OUT/triton_cache.tgz for the next call.
 # Steps (each under its own timeout, in order of importance): GPU info, op tests vs the CPU
-# backend, KDA core tests vs the CPU core, our KDA benchmark, FLA install, ours vs FLA vs a
+# backend, KDA core tests vs the CPU core, generation (state ops, decoder) vs the CPU, our KDA benchmark, FLA install, ours vs FLA vs a
 # float64 recurrence then FLA's benchmark (one process: one Triton compile/autotune, ~3 min
 # on a fresh machine), compute-sanitizer memcheck (racecheck too with KDA_RACECHECK=1) on a
 # small KDA case.
@@ -24,7 +24,7 @@ mkdir -p "$TRITON_CACHE_DIR"
 [ -f "$BIN/triton_cache.tgz" ] && tar xzf "$BIN/triton_cache.tgz" -C "$TRITON_CACHE_DIR"
 
 results=()
-# KDA_DEVICE_STEPS=ops,kda,bench,fla,sanitizer picks steps (default: all)
+# KDA_DEVICE_STEPS=ops,kda,decode,bench,fla,sanitizer picks steps (default: all)
 want() { [ -z "${KDA_DEVICE_STEPS:-}" ] || [[ ",$KDA_DEVICE_STEPS," == *",$1,"* ]]; }
 # KDA_DEVICE_BUDGET_S=N: every step's timeout is cut so that the script ends within N seconds
 deadline=$((SECONDS + ${KDA_DEVICE_BUDGET_S:-100000}))
@@ -55,6 +55,7 @@ missing=$(ldd "$BIN"/test_cuda_ops 2>&1 | grep "not found")
 
 want ops && KDA_CUDA_BIG=1 step "ops vs CPU backend"  300 "$BIN/test_cuda_ops"
 want kda && step "KDA core vs CPU core"          300 "$BIN/test_cuda_kda"
+want decode && step "decode ops + decoder vs CPU" 120 "$BIN/test_cuda_decode"
 want bench && step "KDA benchmark (ours)"          180 "$BIN/bench_kda_cuda" 16 32
 want fla && step "install FLA wheels"            180 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
                                          --upgrade --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
@@ -64,6 +65,8 @@ tar czf "$OUTDIR/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
 if want sanitizer && command -v compute-sanitizer >/dev/null; then
     KDA_CUDA_SMALL=1 step "memcheck (small KDA case)" 180 compute-sanitizer --tool memcheck --error-exitcode 3 \
         "$BIN/test_cuda_kda"
+    step "memcheck (decode ops, decoder)" 180 compute-sanitizer --tool memcheck --error-exitcode 3 \
+        "$BIN/test_cuda_decode"
     [ -n "${KDA_RACECHECK:-}" ] && KDA_CUDA_SMALL=1 step "racecheck (small KDA case)" 240 \
         compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN/test_cuda_kda"
 fi
