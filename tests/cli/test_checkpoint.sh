@@ -5,7 +5,7 @@
 # checkpoint left behind loads and the final losses equal the uninterrupted run's.
 . "$(dirname "$0")/lib.sh"
 N=24
-common=(configs/tiny.yaml --device cpu --set log_interval=1 --set sample_tokens=0 --set train_iters=$N
+common=(configs/tiny-bytes.yaml --device cpu --set log_interval=1 --set sample_tokens=0 --set train_iters=$N
         --set seq_length=64 --set hidden_size=64 --set intermediate_size=128 --set num_threads=1
         --set lr_warmup_iters=4 --set lr_decay_iters=$N)
 loss_of() { sed -n 's/.*"iteration": \([0-9]*\), "loss": \([0-9.e+-]*\),.*/\1 \2/p' "$@" | sort -n | uniq; }

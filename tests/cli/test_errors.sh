@@ -15,8 +15,8 @@ printf 'hiden_size: 64\n' > "$TMP/typo.yaml"
 expect_fail "unknown key is named" "hiden_size" $KDA train "$TMP/typo.yaml"
 printf 'hidden_size: sixty\n' > "$TMP/type.yaml"
 expect_fail "wrong type is named" "hidden_size" $KDA train "$TMP/type.yaml"
-expect_fail "inconsistent batch sizes" "global_batch_size" $KDA train configs/tiny.yaml --set global_batch_size=12 --set micro_batch_size=8
-expect_fail "bad --set value" "seq_length" $KDA train configs/tiny.yaml --set seq_length=-3
-expect_fail "missing data file" "no-such-corpus.txt" $KDA train configs/tiny.yaml --set train_data_path=$TMP/no-such-corpus.txt
-expect_fail "cuda requested without a GPU or CUDA build" "cuda" env CUDA_VISIBLE_DEVICES= $KDA train configs/tiny.yaml --device cuda --set train_iters=1 --set lr_warmup_iters=0
+expect_fail "inconsistent batch sizes" "global_batch_size" $KDA train configs/tiny-bytes.yaml --set global_batch_size=12 --set micro_batch_size=8
+expect_fail "bad --set value" "seq_length" $KDA train configs/tiny-bytes.yaml --set seq_length=-3
+expect_fail "missing data file" "no-such-corpus.txt" $KDA train configs/tiny-bytes.yaml --set train_data_path=$TMP/no-such-corpus.txt
+expect_fail "cuda requested without a GPU or CUDA build" "cuda" env CUDA_VISIBLE_DEVICES= $KDA train configs/tiny-bytes.yaml --device cuda --set train_iters=1 --set lr_warmup_iters=0
 finish

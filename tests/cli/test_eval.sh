@@ -10,7 +10,7 @@ ev() { $KDA eval "$@" --set num_threads=1; }
 DATA=tests/data/eval
 ALL=arc_easy,hellaswag,openbookqa,piqa,winogrande,mmlu
 
-if ! $KDA train configs/tiny.yaml --device cpu --set train_iters=3 --set lr_warmup_iters=1 --set sample_tokens=0 \
+if ! $KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=3 --set lr_warmup_iters=1 --set sample_tokens=0 \
         --set save="$TMP/ck" --set num_threads=1 > "$TMP/train.log" 2>&1; then
   bad "training the tiny checkpoint failed: $(tail -3 "$TMP/train.log")"; finish; exit 1
 fi

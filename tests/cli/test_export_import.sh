@@ -8,7 +8,7 @@
 # (Numerical parity with transformers + FLA: tests/python/test_export_import.py.)
 . "$(dirname "$0")/lib.sh"
 
-$KDA train configs/tiny.yaml --device cpu --set train_iters=2 --set lr_warmup_iters=1 --set sample_tokens=0 \
+$KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=2 --set lr_warmup_iters=1 --set sample_tokens=0 \
   --set log_interval=1 --set save="$TMP/ck" > "$TMP/train.log" 2>&1 || { bad "tiny training run: $(tail -3 "$TMP/train.log")"; finish; exit 1; }
 
 # ---- helpers: read a safetensors header, write a one-tensor safetensors file -------------------

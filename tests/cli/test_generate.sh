@@ -8,16 +8,16 @@ gen() { $KDA generate "$@" --set num_threads=1; }
 
 same() { cmp -s "$TMP/$1" "$TMP/$2"; }
 
-# ---- a freshly initialised model (no checkpoint needed) ----
-gen --init-seed 3 --prompt "ROMEO:" --max-new-tokens 30 > "$TMP/a" 2>"$TMP/err" && ok "--init-seed model generates" || bad "init-seed run: $(cat "$TMP/err")"
+# ---- a freshly initialised byte-level model (no checkpoint needed) ----
+gen --init-seed 3 --config configs/tiny-bytes.yaml --prompt "ROMEO:" --max-new-tokens 30 > "$TMP/a" 2>"$TMP/err" && ok "--init-seed model generates" || bad "init-seed run: $(cat "$TMP/err")"
 [ "$(head -c 6 "$TMP/a")" = "ROMEO:" ] && [ "$(wc -c < "$TMP/a")" -gt 8 ] && ok "prompt echoed, continuation follows ($(wc -c < "$TMP/a") bytes)" || bad "output: $(od -c "$TMP/a" | head -2)"
-gen --init-seed 3 --prompt "ROMEO:" --max-new-tokens 30 > "$TMP/b"
+gen --init-seed 3 --config configs/tiny-bytes.yaml --prompt "ROMEO:" --max-new-tokens 30 > "$TMP/b"
 same a b && ok "greedy is deterministic" || bad "two greedy runs differ"
-gen --init-seed 4 --prompt "ROMEO:" --max-new-tokens 30 > "$TMP/c"
+gen --init-seed 4 --config configs/tiny-bytes.yaml --prompt "ROMEO:" --max-new-tokens 30 > "$TMP/c"
 same a c && bad "init seeds 3 and 4 give the same text" || ok "another init seed, another model"
 
 # ---- a trained checkpoint ----
-if ! $KDA train configs/tiny.yaml --device cpu --set train_iters=5 --set lr_warmup_iters=1 --set save="$TMP/ck" --set sample_tokens=0 \
+if ! $KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=5 --set lr_warmup_iters=1 --set save="$TMP/ck" --set sample_tokens=0 \
         --set num_threads=1 > "$TMP/train.log" 2>&1; then
   bad "training the tiny checkpoint failed: $(tail -3 "$TMP/train.log")"; finish; exit 1
 fi

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-args=(train configs/tiny.yaml --device cpu --set train_iters=12 --set log_interval=1 --set sample_tokens=0
+args=(train configs/tiny-bytes.yaml --device cpu --set train_iters=12 --set log_interval=1 --set sample_tokens=0
       --set global_batch_size=16 --set micro_batch_size=4 --set num_threads=1 --set lr_warmup_iters=2)
 $KDA "${args[@]}" --set metrics_file="$TMP/one.jsonl" > "$TMP/one.log" 2>&1 || bad "single process run failed: $(tail -3 "$TMP/one.log")"
 mpirun --oversubscribe -np 2 $KDA "${args[@]}" --set metrics_file="$TMP/two.jsonl" > "$TMP/two.log" 2>&1 \

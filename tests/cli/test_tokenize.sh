@@ -83,10 +83,10 @@ done
 
 # 6. kda train reads the token files (data_format megatron); ids beyond vocab_size are refused
 $KDA tokenize --tokenizer bytes --quiet --input data/tinyshakespeare.txt --text-docs block -o "$TMP/shake" 2>/dev/null
-$KDA train configs/tiny.yaml --device cpu --set train_iters=2 --set lr_warmup_iters=1 --set log_interval=1 --set sample_tokens=0 \
+$KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=2 --set lr_warmup_iters=1 --set log_interval=1 --set sample_tokens=0 \
   --set data_format=megatron --set "train_data_path=[$TMP/shake]" > "$TMP/train.log" 2>&1 \
   && grep -q "iter      2/2" "$TMP/train.log" && ok "kda train on kda tokenize output: 2 iterations" || bad "train: $(tail -3 "$TMP/train.log")"
-expect_fail "Llama 3 ids with vocab_size 256" "t2.bin" $KDA train configs/tiny.yaml --device cpu --set train_iters=1 --set lr_warmup_iters=0 \
+expect_fail "Llama 3 ids with vocab_size 256" "t2.bin" $KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=1 --set lr_warmup_iters=0 \
   --set data_format=megatron --set "train_data_path=[$TMP/t2]"
 
 # 7. bad input: one line naming the file

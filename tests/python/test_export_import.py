@@ -1,6 +1,6 @@
 """`kda export` / `kda import` against transformers + FLA's KDAForCausalLM (fp32, CPU) — issue 4.
 
-Export: `kda train` makes a tiny checkpoint (configs/tiny.yaml, 3 iterations), `kda export`
+Export: `kda train` makes a tiny checkpoint (configs/tiny-bytes.yaml, 3 iterations), `kda export`
 writes it as an HF folder in fp32 (--dtype fp32) and in bf16 (the default).
 transformers' AutoModelForCausalLM.from_pretrained loads each folder in float32 (after
 `import fla` registers model_type "kda"; FLA's Triton entry points replaced by fla_cpu).
@@ -174,7 +174,7 @@ def test_export(kda: Path, model_io: Path, tmp: Path, ids_path: Path, ids: torch
     print("== export: kda checkpoint -> HF folder -> transformers")
     save = tmp / "train"
     t0 = time.time()
-    run([kda, "train", "configs/tiny.yaml", "--device", "cpu", "--set", "train_iters=3", "--set", "lr_warmup_iters=1",
+    run([kda, "train", "configs/tiny-bytes.yaml", "--device", "cpu", "--set", "train_iters=3", "--set", "lr_warmup_iters=1",
          "--set", "sample_tokens=0", "--set", f"save={save}"], "kda train (tiny, 3 iterations)")
     ck = latest(save)
     print(f"  trained {ck} in {time.time() - t0:.1f} s")

@@ -1,6 +1,6 @@
 """`kda generate` against transformers + FLA's generate (issue 5, part 1): identical greedy ids.
 
-Byte vocabulary: `kda train` makes a tiny checkpoint (configs/tiny.yaml, 30 iterations, so the
+Byte vocabulary: `kda train` makes a tiny checkpoint (configs/tiny-bytes.yaml, 30 iterations, so the
 continuations are not one repeated byte), `kda export --dtype fp32` writes it as an HF folder,
 and transformers loads that folder in float32 (FLA imported first so model_type "kda" is
 known; FLA's Triton entry points replaced by fla_cpu). For three prompts — one longer than 64
@@ -174,10 +174,10 @@ def compare(name: str, ck: Path, model, prompt: str, prompt_ids: list[int], new:
 # ---- byte vocabulary: the trained tiny model --------------------------------------------------
 
 def byte_model_part(tmp: Path) -> None:
-    print("byte vocabulary: tiny checkpoint (configs/tiny.yaml, 30 iterations), fp32 export")
+    print("byte vocabulary: tiny checkpoint (configs/tiny-bytes.yaml, 30 iterations), fp32 export")
     save, exp = tmp / "tiny", tmp / "tiny_hf"
     t = time.time()
-    run([kda_bin(), "train", "configs/tiny.yaml", "--device", "cpu", "--set", "train_iters=30", "--set",
+    run([kda_bin(), "train", "configs/tiny-bytes.yaml", "--device", "cpu", "--set", "train_iters=30", "--set",
          "lr_warmup_iters=2", "--set", "sample_tokens=0", "--set", f"save={save}", "--set", "log_interval=30"],
         "kda train")
     print(f"  trained in {time.time() - t:.1f} s; " + run([kda_bin(), "export", save, exp, "--dtype", "fp32"],
