@@ -5,7 +5,7 @@
 Two models, each a kda checkpoint exported with `kda export --dtype fp32`, which is the folder
 transformers loads (float32; FLA imported first, its Triton entry points replaced by the
 pure-PyTorch substitutes of tests/python/fla_cpu.py, since FLA has no CPU kernels):
-  tiny  configs/tiny.yaml (byte vocabulary, 0.46 M parameters), one training step of `kda train`
+  tiny  configs/tiny-bytes.yaml (byte vocabulary, 0.46 M parameters), one training step of `kda train`
   33M   FLA-initialised KDAForCausalLM with the Llama 3 vocabulary (128,256 ids, hidden 224,
         4 layers, 7 heads x 32, value heads x 2, MLP 896; 32.6 M parameters, 28.7 M of them the
         tied embedding), saved with save_pretrained and turned into a checkpoint by `kda import`
@@ -73,7 +73,7 @@ def run(cmd: list, what: str) -> subprocess.CompletedProcess:
 
 def make_tiny(tmp: Path) -> tuple[Path, Path]:
     save, exp = tmp / "tiny", tmp / "tiny_hf"
-    run([kda_bin(), "train", "configs/tiny.yaml", "--device", "cpu", "--set", "train_iters=1", "--set",
+    run([kda_bin(), "train", "configs/tiny-bytes.yaml", "--device", "cpu", "--set", "train_iters=1", "--set",
          "lr_warmup_iters=0", "--set", "sample_tokens=0", "--set", f"save={save}"], "kda train (tiny)")
     run([kda_bin(), "export", save, exp, "--dtype", "fp32"], "kda export (tiny)")
     return save, exp

@@ -10,10 +10,10 @@ K=build/cuda-device/kda
 echo "kda GPU bench, $(date -u '+%F %H:%M UTC'), $(cat build/cuda-device/BUILD_INFO 2>/dev/null | head -1)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "== tiny: 60 iterations on the GPU and on the CPU (losses should track within a few %)"
-timeout 120 $K train configs/tiny.yaml --device cuda --set train_iters=60 --set log_interval=20 --set sample_tokens=0 --set lr_warmup_iters=5 | grep -E "^iter|backend"
-timeout 120 $K train configs/tiny.yaml --device cpu --set train_iters=60 --set log_interval=20 --set sample_tokens=0 --set lr_warmup_iters=5 --set num_threads=16 | grep -E "^iter|backend"
+timeout 120 $K train configs/tiny-bytes.yaml --device cuda --set train_iters=60 --set log_interval=20 --set sample_tokens=0 --set lr_warmup_iters=5 | grep -E "^iter|backend"
+timeout 120 $K train configs/tiny-bytes.yaml --device cpu --set train_iters=60 --set log_interval=20 --set sample_tokens=0 --set lr_warmup_iters=5 --set num_threads=16 | grep -E "^iter|backend"
 echo "== kda bench (CUDA, bf16)"
-timeout 60 $K bench configs/tiny.yaml --device cuda --set seq_length=2048 --set micro_batch_size=16 --steps 5 --warmup 2
+timeout 60 $K bench configs/tiny-bytes.yaml --device cuda --set seq_length=2048 --set micro_batch_size=16 --steps 5 --warmup 2
 for B in 16 32; do
   timeout 150 $K bench configs/kda-300M.yaml --device cuda --set micro_batch_size=$B --set global_batch_size=$B --steps 5 --warmup 2
 done
