@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "dist.h"
+#include "dist_optim.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT 1
@@ -83,12 +85,6 @@ static char *read_small_file(const char *path) {
 
 // ---- tensors ------------------------------------------------------------------------------
 
-static float *host_copy(const kda_model *m, const float *dev) {
-    float *h = kda_malloc(m->n_floats * sizeof(float));
-    m->ops->to_host(h, dev, m->n_floats * sizeof(float));
-    return h;
-}
-
 static void write_params(const kda_model *m, const float *host, const char *path, const char *suffix) {
     kda_st_tensor *t = kda_calloc(m->n_params, sizeof *t);
     char (*names)[KDA_NAME_MAX + 16] = kda_calloc(m->n_params, sizeof *names);
@@ -158,7 +154,20 @@ static int list_ckpts(const char *dir, char ***out) {
     return n;
 }
 
-void kda_ckpt_save(const kda_model *m, const kda_train_state *st, const char *save_dir) {
+void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir) {
+    // Whole buffers whatever the rank count (a sharded optimizer gathers its shards: every rank
+    // takes part); rank 0 writes.
+    int lead = kda_dist_init()->rank == 0, has_optim = kda_model_has_optim_state(m);
+    float *host = kda_malloc(m->n_alloc * sizeof(float));
+    if (!lead) {
+        kda_pbuf_get(m, KDA_PBUF_MASTER, host);
+        if (has_optim) {
+            kda_pbuf_get(m, KDA_PBUF_EXP_AVG, host);
+            kda_pbuf_get(m, KDA_PBUF_EXP_AVG_SQ, host);
+        }
+        free(host);
+        return;
+    }
     mkdir_p(save_dir);
     char name[64], tmp[KDA_PATH_MAX * 2], fin[KDA_PATH_MAX * 2], path[KDA_PATH_MAX * 3];
     snprintf(name, sizeof name, "iter_%07ld", st->iteration);
@@ -168,15 +177,15 @@ void kda_ckpt_save(const kda_model *m, const kda_train_state *st, const char *sa
     mkdir_p(tmp);
     kda_on_die(rm_rf_hook, tmp);
 
-    float *host = host_copy(m, m->master);
+    kda_pbuf_get(m, KDA_PBUF_MASTER, host);
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     write_params(m, host, path, "");
-    if (m->adam_m) {
+    if (has_optim) {
         snprintf(path, sizeof path, "%s/optim.exp_avg.safetensors", tmp);
-        m->ops->to_host(host, m->adam_m, m->n_floats * sizeof(float));
+        kda_pbuf_get(m, KDA_PBUF_EXP_AVG, host);
         write_params(m, host, path, "");
         snprintf(path, sizeof path, "%s/optim.exp_avg_sq.safetensors", tmp);
-        m->ops->to_host(host, m->adam_v, m->n_floats * sizeof(float));
+        kda_pbuf_get(m, KDA_PBUF_EXP_AVG_SQ, host);
         write_params(m, host, path, "");
     }
     free(host);
@@ -193,7 +202,7 @@ void kda_ckpt_save(const kda_model *m, const kda_train_state *st, const char *sa
         json_array_append_new(rng, json_string(hex));
     }
     json_object_set_new(js, "rng", rng);
-    json_object_set_new(js, "has_optimizer", json_boolean(m->adam_m != NULL));
+    json_object_set_new(js, "has_optimizer", json_boolean(has_optim));
     char *text = json_dumps(js, JSON_INDENT(2));
     json_decref(js);
     write_text_atomic(tmp, "state.json", text);
@@ -279,21 +288,19 @@ void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_stat
         kda_die("checkpoint state '%s' is malformed or of an unknown format version", path);
     int has_optim = json_is_true(json_object_get(js, "has_optimizer"));
 
-    float *host = kda_malloc(m->n_floats * sizeof(float));
-    memset(host, 0, m->n_floats * sizeof(float));
+    // every rank reads the whole files (rank-count independent) and keeps what it holds
+    float *host = kda_calloc(m->n_alloc, sizeof(float));
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     read_params(m, host, path, "");
-    m->ops->to_device(m->master, host, m->n_floats * sizeof(float));
-    m->ops->master_to_work(m->master, m->work, m->n_floats);
+    kda_pbuf_put(m, KDA_PBUF_MASTER, host);
     if (load_optim) {
         if (!has_optim) kda_die("checkpoint '%s' has no optimizer state; set no_load_optim: true", dir);
-        kda_model_alloc_optim(m);
         snprintf(path, sizeof path, "%s/optim.exp_avg.safetensors", dir);
         read_params(m, host, path, "");
-        m->ops->to_device(m->adam_m, host, m->n_floats * sizeof(float));
+        kda_pbuf_put(m, KDA_PBUF_EXP_AVG, host);
         snprintf(path, sizeof path, "%s/optim.exp_avg_sq.safetensors", dir);
         read_params(m, host, path, "");
-        m->ops->to_device(m->adam_v, host, m->n_floats * sizeof(float));
+        kda_pbuf_put(m, KDA_PBUF_EXP_AVG_SQ, host);
     }
     free(host);
     if (st) {

@@ -27,8 +27,9 @@ typedef struct {
 } kda_train_state;
 
 // Save a checkpoint for st->iteration under cfg->save; returns nothing, dies on I/O error
-// (leaving earlier checkpoints untouched).
-void kda_ckpt_save(const kda_model *m, const kda_train_state *st, const char *save_dir);
+// (leaving earlier checkpoints untouched). The files hold whole tensors whatever the number of
+// ranks; under data parallelism every rank calls it (a sharded optimizer gathers), rank 0 writes.
+void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir);
 
 // Resolve a load path: a checkpoint directory, or a save directory holding `latest`.
 // Returns a malloc'ed path, or NULL when `path` holds no checkpoint yet (missing or empty).

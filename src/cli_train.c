@@ -13,6 +13,7 @@
 #include "config.h"
 #include "data.h"
 #include "dist.h"
+#include "dist_optim.h"
 #include "model.h"
 #include "optim.h"
 #include "sample.h"
@@ -90,10 +91,6 @@ int cmd_train(int argc, char **argv) {
                 "make global_batch_size a multiple of micro_batch_size x %d",
                 cfg.global_batch_size, cfg.micro_batch_size, n_micro, dist->world, dist->world);
     int n_local = n_micro / dist->world;
-    if (dist->world > 1 && strcmp(ops->name, "cpu"))
-        kda_die("data parallelism on the %s backend needs NCCL collectives, not built yet; run one process per "
-                "machine or use --device cpu",
-                ops->name);
     int lead = dist->rank == 0;
     if (!lead) {
         // only rank 0 logs and writes shared files
@@ -103,7 +100,16 @@ int cmd_train(int argc, char **argv) {
     }
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
-    kda_model_alloc_optim(m);
+    // several ranks (or a sharded optimizer asked for on one): gradients reduced per layer
+    // through MPI (CPU) or NCCL (CUDA), ZeRO-1 when use_distributed_optimizer is set
+    kda_comm *comm = NULL;
+    kda_dist_optim *dopt = NULL;
+    if (dist->world > 1 || cfg.use_distributed_optimizer) {
+        comm = kda_comm_create(ops);
+        dopt = kda_dist_optim_create(m, comm, cfg.use_distributed_optimizer);
+    } else {
+        kda_model_alloc_optim(m);
+    }
     size_t n_params = kda_model_num_params(m);
     printf("kda train: %s | %zu parameters (%.2fM) | %d layers, hidden %d, heads %d x (k %d, v %d) | vocab %d\n",
            path ? path : "(built-in tiny config)", n_params, n_params / 1e6, cfg.num_hidden_layers, cfg.hidden_size,
@@ -112,6 +118,17 @@ int cmd_train(int argc, char **argv) {
            "%ld iterations | activations %.1f MiB\n",
            ops->name, omp_get_max_threads(), dist->world, dist->world > 1 ? "s" : "", cfg.global_batch_size, T,
            n_micro, B, cfg.train_iters, m->act_bytes_total / 1048576.0);
+    if (dopt) {
+        size_t lo, n;
+        kda_dist_optim_shard(dopt, &lo, &n);
+        printf("kda train: data parallel over %s (%s launch), gradients reduced per layer; %s\n", comm->name,
+               dist->launcher,
+               cfg.use_distributed_optimizer ? "ZeRO-1: fp32 masters and AdamW moments sharded across ranks"
+                                             : "AdamW replicated on every rank");
+        if (cfg.use_distributed_optimizer)
+            printf("kda train: shard of rank 0: %zu floats (%.1f MiB of fp32 state per buffer) of %zu\n", n,
+                   n * 4.0 / 1048576.0, m->n_floats);
+    }
 
     kda_train_state st = {0};
     kda_rng_seed(&st.rng, (uint64_t)cfg.seed);
@@ -147,7 +164,8 @@ int cmd_train(int argc, char **argv) {
     int n_acc = 0;
     long it;
     long last_saved = st.iteration;
-    for (it = st.iteration; it < cfg.train_iters && !stop_requested; it++) {
+    int stop = 0; // a signal seen by any rank stops every rank after the same iteration
+    for (it = st.iteration; it < cfg.train_iters && !stop; it++) {
         ops->zero(m->grad, m->n_floats * sizeof(float));
         double loss = 0;
         uint64_t base = kda_data_consumed(data);
@@ -159,19 +177,23 @@ int cmd_train(int argc, char **argv) {
                 memcpy(ids + (size_t)b * T, sample + (size_t)b * (T + 1), sizeof(int32_t) * T);
                 memcpy(tgt + (size_t)b * T, sample + (size_t)b * (T + 1) + 1, sizeof(int32_t) * T);
             }
+            if (dopt && mb == n_local - 1) kda_dist_optim_arm(dopt); // reduce as the backward goes
             loss += kda_model_step(m, ids, tgt, B, T, 1, 1.0f / n_micro, NULL) / n_micro;
         }
         kda_data_seek(data, base + (uint64_t)cfg.global_batch_size);
-        if (dist->world > 1) {
-            loss = kda_dist_allreduce_sum_f64(loss);
-            kda_dist_allreduce_sum_f32(m->grad, m->n_floats); // CPU backend: host memory
-        }
         double lr = kda_lr_at(&cfg, it);
-        kda_step_info info = kda_optim_step(m, lr, st.optim_steps + 1);
+        kda_step_info info;
+        if (dopt) {
+            loss = comm->sum_f64(comm, loss);
+            info = kda_dist_optim_step(dopt, lr, st.optim_steps + 1);
+        } else {
+            info = kda_optim_step(m, lr, st.optim_steps + 1);
+        }
         if (!isfinite(loss) || info.nonfinite)
             kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; "
                     "the last saved checkpoint is intact",
                     it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr);
+        stop = dist->world > 1 ? comm->sum_f64(comm, stop_requested ? 1.0 : 0.0) > 0 : stop_requested != 0;
         st.optim_steps++;
         st.iteration = it + 1;
         st.consumed_samples = kda_data_consumed(data);
@@ -195,23 +217,25 @@ int cmd_train(int argc, char **argv) {
             loss_acc = 0;
             n_acc = 0;
         }
-        if (cfg.save[0] && cfg.save_interval > 0 && st.iteration % cfg.save_interval == 0 && lead) {
-            kda_ckpt_save(m, &st, cfg.save);
+        if (cfg.save[0] && cfg.save_interval > 0 && st.iteration % cfg.save_interval == 0) {
+            kda_ckpt_save(m, &st, cfg.save); // every rank: a sharded optimizer gathers; rank 0 writes
             last_saved = st.iteration;
             printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
         }
     }
-    if (cfg.save[0] && lead && st.iteration != last_saved) {
+    if (cfg.save[0] && st.iteration != last_saved) {
         kda_ckpt_save(m, &st, cfg.save);
         printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
     }
-    if (stop_requested) printf("kda train: stopped by signal %d after iteration %ld\n", (int)stop_requested, it);
+    if (stop) printf("kda train: stopped by a signal (%d on this rank) after iteration %ld\n", (int)stop_requested, it);
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
     if (metrics) fclose(metrics);
     free(sample);
     free(ids);
     free(tgt);
     kda_data_close(data);
+    kda_dist_optim_free(dopt);
+    kda_comm_free(comm);
     kda_model_free(m);
     kda_dist_finalize();
     return 0;

@@ -92,6 +92,7 @@ static const key_def KEYS[] = {
     KD(clip_grad, SEC_TRAIN),
     KL(seed, SEC_TRAIN),
     KB(bf16, SEC_TRAIN),
+    KB(use_distributed_optimizer, SEC_TRAIN),
     KI(log_interval, SEC_TRAIN),
     KI(eval_interval, SEC_TRAIN),
     KI(eval_iters, SEC_TRAIN),

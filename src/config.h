@@ -53,6 +53,7 @@ typedef struct {
     double weight_decay;
     double clip_grad;                       // 0 => no clipping
     long seed;
+    int use_distributed_optimizer;          // ZeRO-1: AdamW state + fp32 masters sharded across ranks
     int log_interval;
     int eval_interval, eval_iters;
     char save[KDA_PATH_MAX];                // checkpoint dir ("" = none)

@@ -8,3 +8,13 @@ const kda_ops *kda_ops_cuda(const char **why) {
     if (why) *why = "this kda was built without CUDA (nvcc not found at build time)";
     return NULL;
 }
+
+#include "common.h"
+#include "dist.h"
+
+kda_comm *kda_comm_nccl_create(const kda_dist *d) {
+    (void)d;
+    kda_die("this kda was built without CUDA (nvcc not found at build time), so it has no NCCL; use --device cpu "
+            "with mpirun for CPU data parallelism");
+    return NULL;
+}
