@@ -112,7 +112,10 @@ static double cpu_lm_head_ce(const void *x_, const void *E_, const int32_t *targ
 }
 
 static void cpu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, NV, d, 1.0f, x, d, E, d, 0.0f, logits, NV);
+    if (N == 1) // one row (a decode step): GEMV reads E once; sgemm would first copy (pack) all of it
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, NV, d, 1.0f, E, d, x, 1, 0.0f, logits, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, NV, d, 1.0f, x, d, E, d, 0.0f, logits, NV);
 }
 
 // ---- norms ------------------------------------------------------------------------------
@@ -222,7 +225,10 @@ static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const void *w_
 static void cpu_linear_fwd(const void *x, const void *W, const void *bias_, void *y_, int N, int In, int O) {
     float *y = y_;
     const float *bias = bias_;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, 1.0f, x, In, W, In, 0.0f, y, O);
+    if (N == 1) // a decode step: GEMV, no packing of W
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, O, In, 1.0f, W, In, x, 1, 0.0f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, 1.0f, x, In, W, In, 0.0f, y, O);
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
