@@ -225,12 +225,11 @@ static void row_stats(const float *x, int V, double *lse, int *argmax) {
 }
 
 // logits holds the rows of positions first_pos .. m->len−1 of this input (row j − first_pos for
-// position j); only positions from len − max_cont on are read.
-static void score_input(kda_eval_plan *p, const model_input *m, const float *logits, int first_pos, int V, double *lse,
-                        int *am) {
-    int P = m->len; // positions of this row that hold real tokens
-#define ROW(j) (logits + (size_t)((j) - first_pos) * V)
-    for (int j = P - m->max_cont; j < P; j++) row_stats(ROW(j), V, &lse[j], &am[j]);
+// position j); lse / am hold the statistics of positions len − max_cont .. len−1 (index j −
+// (len − max_cont)), computed beforehand for the whole batch.
+static void score_input(kda_eval_plan *p, const model_input *m, const float *logits, int first_pos, int V,
+                        const double *lse, const int *am) {
+    int P = m->len, s0 = P - m->max_cont; // positions of this row that hold real tokens; first scored one
     for (long r = m->first; r >= 0; r = p->req[r].next) {
         const request *q = &p->req[r];
         double ll = 0;
@@ -239,14 +238,13 @@ static void score_input(kda_eval_plan *p, const model_input *m, const float *log
             int pos = P - q->contlen + j;
             int32_t tok = j + 1 < q->contlen ? m->ids[pos + 1] : q->last;
             if (tok < 0 || tok >= V) kda_die("token id %d is outside the model's vocabulary of %d", tok, V);
-            ll += (double)ROW(pos)[tok] - lse[pos];
-            greedy &= am[pos] == tok;
+            ll += (double)logits[(size_t)(pos - first_pos) * V + tok] - lse[pos - s0];
+            greedy &= am[pos - s0] == tok;
         }
         kda_eval_item *it = &p->tasks[q->task].items[q->item];
         it->ll[q->choice] = ll;
         it->greedy[q->choice] = (unsigned char)greedy;
     }
-#undef ROW
 }
 
 void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, size_t max_logits, FILE *progress) {
@@ -263,8 +261,12 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
     int32_t *pick = lm->logits_rows ? kda_malloc(sizeof(int32_t) * (size_t)rows_cap * (size_t)Tmax) : NULL;
     float *logits = NULL;
     size_t logits_cap = 0;
-    double *lse = kda_malloc(sizeof(double) * (size_t)Tmax);
-    int *am = kda_malloc(sizeof(int) * (size_t)Tmax);
+    // log-sum-exp and argmax of every scored row of a batch (in parallel: the 128K-wide rows cost)
+    size_t stats_cap = (size_t)rows_cap * (size_t)Tmax;
+    double *lse = kda_malloc(sizeof(double) * stats_cap);
+    int *am = kda_malloc(sizeof(int) * stats_cap);
+    size_t *stat_row = kda_malloc(sizeof(size_t) * stats_cap); // logits row of each statistic
+    long *stat_off = kda_malloc(sizeof(long) * (size_t)rows_cap);
     double t0 = kda_now(), last = t0;
     long done = 0;
     while (done < p->n_in) {
@@ -300,18 +302,21 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
             logits_cap = need;
             logits = kda_malloc(sizeof(float) * logits_cap);
         }
-        if (pick) {
-            lm->logits_rows(lm->self, ids, (int)B, T, pick, n_pick, logits);
-            size_t at = 0;
-            for (long b = 0; b < B; b++) {
-                const model_input *m = &p->in[order[done + b]];
-                score_input(p, m, logits + at * V, m->len - m->max_cont, V, lse, am);
-                at += (size_t)m->max_cont;
-            }
-        } else {
-            lm->logits(lm->self, ids, (int)B, T, logits);
-            for (long b = 0; b < B; b++)
-                score_input(p, &p->in[order[done + b]], logits + (size_t)b * per_row, 0, V, lse, am);
+        if (pick) lm->logits_rows(lm->self, ids, (int)B, T, pick, n_pick, logits);
+        else lm->logits(lm->self, ids, (int)B, T, logits);
+        long n_stat = 0;
+        for (long b = 0; b < B; b++) {
+            const model_input *m = &p->in[order[done + b]];
+            stat_off[b] = n_stat;
+            for (int j = m->len - m->max_cont; j < m->len; j++, n_stat++)
+                stat_row[n_stat] = pick ? (size_t)n_stat : (size_t)b * T + (size_t)j;
+        }
+#pragma omp parallel for schedule(dynamic, 4)
+        for (long k = 0; k < n_stat; k++) row_stats(logits + stat_row[k] * (size_t)V, V, &lse[k], &am[k]);
+        for (long b = 0; b < B; b++) {
+            const model_input *m = &p->in[order[done + b]];
+            const float *base = pick ? logits + (size_t)stat_off[b] * V : logits + (size_t)b * per_row;
+            score_input(p, m, base, pick ? m->len - m->max_cont : 0, V, lse + stat_off[b], am + stat_off[b]);
         }
         done += B;
         double now = kda_now();
@@ -329,4 +334,6 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
     free(logits);
     free(lse);
     free(am);
+    free(stat_row);
+    free(stat_off);
 }
