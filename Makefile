@@ -1,6 +1,6 @@
-# kda — build: `make` builds ./kda; `make test` runs every test; `make demo` trains the tiny
-# model on the bundled corpus. Sources are found by wildcard: a new src/<x>.c or
-# tests/test_<x>.c needs no Makefile edit.
+# kda — build: `make` builds ./kda; `make test` runs every test; `make demo` tokenizes the
+# bundled corpus and trains the tiny demo model on it. Sources are found by wildcard: a new
+# src/<x>.c or tests/test_<x>.c needs no Makefile edit.
 
 CC       ?= gcc
 NVCC     ?= nvcc
@@ -77,7 +77,7 @@ deps:
 	@tools/deps.sh install
 
 kda: $(BUILD)/kda
-	@if [ "$(BUILD)" = build ]; then cp $(BUILD)/kda ./kda; fi
+	@if [ "$(BUILD)" = build ]; then cp $(BUILD)/kda ./kda.tmp && mv -f ./kda.tmp ./kda; fi  # rename: works while ./kda runs
 
 $(BUILD)/kda: $(BUILD)/src/main.o $(BUILD)/libkda.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -123,8 +123,13 @@ test-bins-san:
 bench: kda $(BENCH_BIN)
 	bench/run.sh
 
-demo: all
+# The demo model (configs/tiny.yaml, the built-in default) trains on Llama 3 token files of the
+# bundled corpus; `kda tokenize` makes them once (again only when the corpus or tokenizer change).
+demo: all build/data/tinyshakespeare-llama3.idx
 	./kda train configs/tiny.yaml
+
+build/data/tinyshakespeare-llama3.idx: data/tinyshakespeare.txt data/tokenizer/llama3/tokenizer.json | kda
+	./kda tokenize --input data/tinyshakespeare.txt --text-docs block --output-prefix build/data/tinyshakespeare-llama3
 
 clean:
 	rm -rf build build-san kda

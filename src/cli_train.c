@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "cli.h"
@@ -36,6 +37,22 @@ static void usage(FILE *f) {
 static FILE *open_metrics(const kda_config *c) {
     if (!c->metrics_file[0]) return NULL;
     return kda_fopen(c->metrics_file, "w");
+}
+
+// The built-in demo trains on token files made by `kda tokenize` (`make demo` makes them);
+// when they are missing, name the command that makes them.
+static void demo_data_check(const kda_config *c) {
+    static kda_config def;
+    kda_config_defaults(&def);
+    const char *p = def.train_data_path[0];
+    if (strcmp(c->data_format, "megatron") || c->n_train_data_path != 1 || strcmp(c->train_data_path[0], p)) return;
+    char bin[KDA_PATH_MAX + 8], idx[KDA_PATH_MAX + 8];
+    snprintf(bin, sizeof bin, "%s.bin", p);
+    snprintf(idx, sizeof idx, "%s.idx", p);
+    if (!access(bin, R_OK) && !access(idx, R_OK)) return;
+    kda_die("the demo's token files %s.bin/.idx (train_data_path) do not exist yet; make them with: ./kda tokenize "
+            "--input data/tinyshakespeare.txt --text-docs block --output-prefix %s   (`make demo` runs it)",
+            p, p);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -80,6 +97,7 @@ int cmd_train(int argc, char **argv) {
         }
     }
     kda_config_finalize(&cfg);
+    if (!dry) demo_data_check(&cfg);
     if (cfg.num_threads > 0) omp_set_num_threads(cfg.num_threads);
 
     const kda_dist *dist = kda_dist_init();
@@ -227,7 +245,7 @@ int cmd_train(int argc, char **argv) {
         kda_ckpt_save(m, &st, cfg.save);
         printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
     }
-    if (stop) printf("kda train: stopped by a signal (%d on this rank) after iteration %ld\n", (int)stop_requested, it);
+    if (stop) printf("kda train: stopped by signal %d after iteration %ld\n", stop_requested ? (int)stop_requested : SIGTERM, it);
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
     if (metrics) fclose(metrics);
     free(sample);
