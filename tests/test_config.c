@@ -132,16 +132,17 @@ static void test_defaults(void) {
     kda_config c;
     kda_config_defaults(&c);
     kda_config_finalize(&c);
-    T_CHECK(c.vocab_size == 256 && !strcmp(c.tokenizer_type, "byte") && !strcmp(c.data_format, "text") &&
-                c.n_train_data_path == 1 && !strcmp(c.train_data_path[0], "data/tinyshakespeare.txt"),
-            "defaults: byte-level model on data/tinyshakespeare.txt");
+    T_CHECK(c.vocab_size == 128256 && !strcmp(c.tokenizer_type, "HuggingFaceTokenizer") &&
+                !strcmp(c.tokenizer_model, "data/tokenizer/llama3/tokenizer.json") && !strcmp(c.data_format, "megatron") &&
+                c.n_train_data_path == 1 && !strcmp(c.train_data_path[0], "build/data/tinyshakespeare-llama3"),
+            "defaults: Llama 3 vocabulary, bundled tokenizer, token files of data/tinyshakespeare.txt (make demo)");
     T_CHECK(c.head_v_dim == 32 && c.num_v_heads == 4 && c.key_dim == 64 && c.value_dim == 128 &&
                 c.lr_decay_iters == c.train_iters,
             "defaults finalize: head_v_dim %d, num_v_heads %d, key_dim %d, value_dim %d, lr_decay_iters %ld",
             c.head_v_dim, c.num_v_heads, c.key_dim, c.value_dim, c.lr_decay_iters);
     T_CHECK(c.bos_token_id == -1 && c.eos_token_id == -1 && c.pad_token_id == -1 && !strcmp(c.device, "auto") &&
                 !strcmp(c.kda_algo, "chunk") && c.kda_chunk_size == 64 && c.seed == 42 && c.keep_last_n == 3 &&
-                !strcmp(c.split, "969,30,1") && !strcmp(c.sample_prompt, "ROMEO:") && c.sample_tokens == 200 &&
+                !strcmp(c.split, "969,30,1") && !strcmp(c.sample_prompt, "ROMEO:") && c.sample_tokens > 0 &&
                 !strcmp(c.lr_decay_style, "cosine") && c.adam_beta1 == 0.9 && c.adam_beta2 == 0.95 &&
                 c.adam_eps == 1e-8 && c.weight_decay == 0.01 && c.clip_grad == 1.0 && c.log_interval == 10,
             "defaults: token ids null, device auto, chunk 64, seed 42, recipe optimizer settings");
@@ -158,11 +159,32 @@ static void test_tiny(void) {
     kda_config_load(&t, "configs/tiny.yaml");
     T_CHECK(same(&def, &t), "configs/tiny.yaml == kda_config_defaults() (keep the two in sync)");
     kda_config_finalize(&t);
-    T_CHECK(t.hidden_size == 128 && t.num_hidden_layers == 2 && t.num_heads == 4 && t.head_dim == 16 &&
-                t.head_v_dim == 32 && t.intermediate_size == 384 && t.seq_length == 128 && t.micro_batch_size == 8 &&
-                t.global_batch_size == 16 && t.train_iters == 300 && t.lr == 2e-3 && t.min_lr == 2e-4 &&
-                t.lr_warmup_iters == 20 && !t.save[0],
-            "configs/tiny.yaml: 128 x 2 layers, 4 heads x 16, seq 128, batch 8/16, 300 iterations");
+    T_CHECK(t.hidden_size == 64 && t.num_hidden_layers == 2 && t.num_heads == 4 && t.head_dim == 16 &&
+                t.head_v_dim == 32 && t.intermediate_size == 192 && t.vocab_size == 128256 && t.seq_length == 64 &&
+                t.micro_batch_size == 4 && t.global_batch_size == 4 && t.train_iters == 150 && t.lr == 1e-2 &&
+                t.min_lr == 1e-3 && t.lr_warmup_iters == 10 && !t.save[0],
+            "configs/tiny.yaml: 64 x 2 layers, 4 heads x 16, vocab 128256, seq 64, batch 4/4, 150 iterations");
+}
+
+static void test_tiny_bytes(void) {
+    // tiny-bytes.yaml sets every key too: loaded onto the 300M config and onto the defaults it
+    // gives the same config; and it is the byte-level model the tests train
+    kda_config a = loaded("configs/kda-300M.yaml"), b;
+    kda_config_defaults(&b);
+    kda_config_load(&a, "configs/tiny-bytes.yaml");
+    kda_config_load(&b, "configs/tiny-bytes.yaml");
+    T_CHECK(same(&a, &b), "configs/tiny-bytes.yaml sets every key (same config on top of 300M and of the defaults)");
+    kda_config_finalize(&a);
+    T_CHECK(a.vocab_size == 256 && !strcmp(a.tokenizer_type, "byte") && !a.tokenizer_model[0] &&
+                !strcmp(a.data_format, "text") && a.n_train_data_path == 1 &&
+                !strcmp(a.train_data_path[0], "data/tinyshakespeare.txt") && a.bos_token_id == -1 &&
+                a.eos_token_id == -1 && a.pad_token_id == -1,
+            "configs/tiny-bytes.yaml: byte-level model on the raw bytes of data/tinyshakespeare.txt");
+    T_CHECK(a.hidden_size == 128 && a.num_hidden_layers == 2 && a.num_heads == 4 && a.head_dim == 16 &&
+                a.head_v_dim == 32 && a.intermediate_size == 384 && a.seq_length == 128 && a.micro_batch_size == 8 &&
+                a.global_batch_size == 16 && a.train_iters == 300 && a.lr == 2e-3 && a.min_lr == 2e-4 &&
+                a.lr_warmup_iters == 20 && !a.save[0],
+            "configs/tiny-bytes.yaml: 128 x 2 layers, 4 heads x 16, seq 128, batch 8/16, 300 iterations");
 }
 
 static void test_300m(void) {
@@ -237,6 +259,7 @@ static void test_set(void) {
     kda_config_set(&c, "hidden_size=256");
     kda_config_set(&c, "train_iters=+1000000");
     kda_config_set(&c, "lr=3e-4");
+    kda_config_set(&c, "min_lr=3e-5");
     kda_config_set(&c, "expand_v=1");
     kda_config_set(&c, "bf16=true");
     kda_config_set(&c, "finetune=True");
@@ -249,7 +272,7 @@ static void test_set(void) {
     kda_config_set(&c, "hidden_act=swish");      // accepted, no effect
     kda_config_set(&c, "lower_bound=null");
     kda_config_set(&c, "fuse_norm=false");
-    T_CHECK(c.hidden_size == 256 && c.train_iters == 1000000 && c.lr == 3e-4 && c.expand_v == 1.0 && c.bf16 == 1 &&
+    T_CHECK(c.hidden_size == 256 && c.train_iters == 1000000 && c.lr == 3e-4 && c.min_lr == 3e-5 && c.expand_v == 1.0 && c.bf16 == 1 &&
                 c.finetune == 1 && !strcmp(c.device, "cpu") && !strcmp(c.sample_prompt, "ROMEO: hi") &&
                 !c.tokenizer_model[0] && c.pad_token_id == -1 && c.eos_token_id == -1 && c.num_v_heads == 0,
             "--set int, long, number, bool, string, empty string, null");
@@ -326,7 +349,7 @@ static void test_finalize_errors(void) {
     DIE_FINAL("GVA", "num_v_heads=2", NULL, "num_v_heads", "GVA");
     DIE_FINAL("zero size", "hidden_size=0", NULL, "hidden_size", "positive");
     DIE_FINAL("negative size", "num_hidden_layers=-1", NULL, "num_hidden_layers", "positive");
-    DIE_FINAL("batch divisibility", "global_batch_size=20", NULL, "global_batch_size", "micro_batch_size");
+    DIE_FINAL("batch divisibility", "global_batch_size=6", NULL, "global_batch_size", "micro_batch_size");
     DIE_FINAL("no short conv", "use_short_conv=false", NULL, "use_short_conv", "true");
     DIE_FINAL("untied", "tie_word_embeddings=false", NULL, "tie_word_embeddings", "not supported");
     DIE_FINAL("neg eigval", "allow_neg_eigval=true", NULL, "allow_neg_eigval", "false");
@@ -339,13 +362,13 @@ static void test_finalize_errors(void) {
     DIE_FINAL("kda_algo", "kda_algo=fast", NULL, "kda_algo", "'fast'", "recurrent");
     DIE_FINAL("data_format", "data_format=json", NULL, "data_format", "'json'", "megatron");
     DIE_FINAL("attn_mode", "attn_mode=parallel", NULL, "attn_mode", "'parallel'");
-    DIE_FINAL("bos >= vocab", "bos_token_id=256", NULL, "bos_token_id", "vocab_size");
-    DIE_FINAL("eos >= vocab", "eos_token_id=300", NULL, "eos_token_id", "vocab_size");
-    DIE_FINAL("pad >= vocab", "pad_token_id=256", NULL, "pad_token_id", "vocab_size");
+    DIE_FINAL("bos >= vocab", "bos_token_id=128256", NULL, "bos_token_id", "vocab_size");
+    DIE_FINAL("eos >= vocab", "eos_token_id=128300", NULL, "eos_token_id", "vocab_size");
+    DIE_FINAL("pad >= vocab", "pad_token_id=128256", NULL, "pad_token_id", "vocab_size");
     DIE_FINAL("no train data", "train_data_path=null", NULL, "train_data_path");
     DIE_FINAL("no train data []", "train_data_path=[]", NULL, "train_data_path");
     DIE_FINAL("bad split", "split=a,b", NULL, "split");
-    DIE_FINAL("byte vocab", "vocab_size=100", NULL, "vocab_size", "byte");
+    DIE_FINAL("byte vocab", "tokenizer_type=byte", "vocab_size=100", "vocab_size", "byte");
     DIE_FINAL("adam_beta2 = 1", "adam_beta2=1", NULL, "adam_beta2");
     // and the control: a valid override does not die
     char msg[256];
@@ -356,6 +379,7 @@ static void test_finalize_errors(void) {
 int main(void) {
     test_defaults();
     test_tiny();
+    test_tiny_bytes();
     test_300m();
     test_1b();
     test_fla_json();
