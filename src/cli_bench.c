@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cuda_info.h"
 #include "common.h"
 #include "config.h"
 #include "model.h"
@@ -98,6 +99,13 @@ int cmd_bench(int argc, char **argv) {
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
     printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB\n", param_bytes / 1073741824.0,
            m->act_bytes_total / 1073741824.0);
+    if (!strcmp(ops->name, "cuda")) {
+        // nothing is allocated after the first step (planned buffers, grow-only scratch), so the
+        // memory in use now is the peak of the run
+        size_t used, total;
+        kda_cuda_mem_info(&used, &total);
+        printf("  GPU memory in use (peak): %.2f GiB of %.2f GiB\n", used / 1073741824.0, total / 1073741824.0);
+    }
     free(ms);
     free(ids);
     free(tgt);
