@@ -1,4 +1,5 @@
 """Scoring throughput side by side: `kda eval` vs lm-evaluation-harness (`hf` model), CPU, one run.
+(The same on a GPU: bench/gpu_gen_eval_bench.sh.)
 
     KDA_BIN=$PWD/kda .venv/bin/python bench/eval_bench.py [--threads 1,2] [--limit 50] [--batch-size 8]
 
@@ -100,7 +101,7 @@ def kda_side(ck: Path, data: Path, threads: int, limit: int, batch: int) -> dict
     """One `kda eval` process; stderr is read as it comes to time the scoring phase."""
     tag = f"kda_t{threads}"
     out, samples, table = TMP / f"{tag}.json", TMP / f"{tag}_samples.jsonl", TMP / f"{tag}_table.txt"
-    cmd = [kda_bin(), "eval", ck, "--tasks", ",".join(TASKS), "--data-dir", data, "--limit", limit, "--batch-size",
+    cmd = [kda_bin(), "eval", ck, "--device", "cpu", "--tasks", ",".join(TASKS), "--data-dir", data, "--limit", limit, "--batch-size",
            batch, "--output", out, "--log-samples", samples, "--set", f"num_threads={threads}", "--no-progress"]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     err, t_score = [], None

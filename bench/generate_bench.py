@@ -1,4 +1,5 @@
 """Generation speed side by side: `kda generate` vs transformers + FLA's generate, CPU, one run.
+(The same on a GPU: bench/gpu_gen_eval_bench.sh.)
 
     KDA_BIN=$PWD/kda .venv/bin/python bench/generate_bench.py [--threads T] [--new-tokens N]
 
@@ -109,8 +110,8 @@ def best(runs: list[dict]) -> dict:
 
 def kda_side(ck: Path, prompts: list[str], new: int, threads: int, repeat: int) -> list[dict]:
     """Stats and ids per prompt, best of `repeat`; a first run of prompt 1 warms up."""
-    cmd = [kda_bin(), "generate", ck, "--max-new-tokens", new, "--print-ids", "--show-stats", "--set",
-           f"num_threads={threads}"]
+    cmd = [kda_bin(), "generate", ck, "--device", "cpu", "--max-new-tokens", new, "--print-ids", "--show-stats",
+           "--set", f"num_threads={threads}"]
     order = [prompts[0]] + prompts * repeat
     for p in order:
         cmd += ["--prompt", p]
