@@ -135,7 +135,8 @@ def make_model(shape: str, device: str) -> tuple[Path, Path, int]:
 def load_hf(fla: Path, device: str):
     from transformers import AutoModelForCausalLM
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    return AutoModelForCausalLM.from_pretrained(fla, dtype=dtype).to(device).eval()
+    # loaded as saved (fp32), then cast: works whether this transformers spells it dtype or torch_dtype
+    return AutoModelForCausalLM.from_pretrained(fla).to(device=device, dtype=dtype).eval()
 
 
 # ---- generation -----------------------------------------------------------------------------------------
@@ -432,7 +433,11 @@ def main() -> int:
 
     import fla as fla_mod
     dev = torch.cuda.get_device_name() if a.device == "cuda" else "CPU"
-    print(f"\nmachine: {bench_env.machine(f'FLA {fla_mod.__version__}')}; device {dev}")
+    try:
+        where = bench_env.machine(f"FLA {fla_mod.__version__}")
+    except Exception as e:  # noqa: BLE001  (no git or lscpu on the machine: the numbers still count)
+        where = f"(machine line unavailable: {e}); torch {torch.__version__}, FLA {fla_mod.__version__}"
+    print(f"\nmachine: {where}; device {dev}")
     prec = "bf16" if a.device == "cuda" else "fp32"
     print(f"model: FLA KDAForCausalLM, {a.shape} shape, {n_params / 1e6:.1f} M parameters, random init off init; "
           f"{a.device}, {prec}\n")
