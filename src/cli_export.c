@@ -135,6 +135,10 @@ int cmd_import(int argc, char **argv) {
     const char *src = NULL, *out = NULL, *yaml = NULL;
     kda_config cfg;
     kda_config_defaults(&cfg);
+    // the defaults' tokenizer is the demo's; an import takes the folder's tokenizer.json (below)
+    // unless --config / --set name one, and bytes when there is none
+    snprintf(cfg.tokenizer_type, sizeof cfg.tokenizer_type, "byte");
+    cfg.tokenizer_model[0] = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: kda import HF_DIR SAVE_DIR [--config TRAIN.yaml] [--set key=value]...\n"
