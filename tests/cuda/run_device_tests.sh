@@ -8,7 +8,8 @@
 # Run through the device tool with carry [build/cuda-device, .whl]. The log goes to stdout and
 # to $OUT/device_log.txt; the Triton cache to $OUT/triton_cache.tgz for the next call.
 # Steps (each under its own timeout, in order of importance): GPU info, op tests vs the CPU
-# backend, KDA core tests vs the CPU core, generation (state ops, decoder) vs the CPU, our KDA benchmark, FLA install, ours vs FLA vs a
+# backend, KDA core tests vs the CPU core, one whole training step vs the CPU backend, the NCCL
+# data-parallel path on one rank vs the plain path, generation (state ops, decoder) vs the CPU, our KDA benchmark, FLA install, ours vs FLA vs a
 # float64 recurrence then FLA's benchmark (one process: one Triton compile/autotune, ~3 min
 # on a fresh machine), compute-sanitizer memcheck (racecheck too with KDA_RACECHECK=1) on a
 # small KDA case.
@@ -55,6 +56,8 @@ missing=$(ldd "$BIN"/test_cuda_ops 2>&1 | grep "not found")
 
 want ops && KDA_CUDA_BIG=1 step "ops vs CPU backend"  300 "$BIN/test_cuda_ops"
 want kda && step "KDA core vs CPU core"          300 "$BIN/test_cuda_kda"
+want step && step "whole training step vs CPU"    180 "$BIN/test_cuda_step"
+want nccl && step "NCCL one rank = plain path"    240 bash tests/cuda/nccl_one_rank.sh "$BIN/kda"
 want decode && step "decode ops + decoder vs CPU" 120 "$BIN/test_cuda_decode"
 want bench && step "KDA benchmark (ours)"          180 "$BIN/bench_kda_cuda" 16 32
 want fla && step "install FLA wheels"            180 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
