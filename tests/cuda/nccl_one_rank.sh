@@ -3,7 +3,8 @@
 # per-layer reductions on NCCL's stream, ZeRO-1 sharded optimizer with its own fp32 master shard
 # and all-gather of the bf16 working weights) must equal the plain path exactly: same losses and
 # byte-identical checkpoints (weights and both Adam moments). Then the same through the
-# RANK/WORLD_SIZE launch (no MPI), and a resume of the ZeRO run's checkpoint on the plain path.
+# RANK/WORLD_SIZE launch (no MPI), and resumes across the two paths (ZeRO checkpoint on the plain
+# path, plain checkpoint through ZeRO).
 set -u
 K=${1:-build/cuda-device/kda}
 export NCCL_NVLS_ENABLE=0
@@ -43,5 +44,11 @@ done
 $K "${args[@]}" --set load=$T/zero/iter_0000006 --set save="" --set metrics_file=$T/res.jsonl > $T/res.log 2>&1 || { echo "FAIL resume"; fail=1; }
 a=$(sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' $T/plain.jsonl | tail -6 | tr '\n' ' '); b=$(loss $T/res.jsonl)
 [ "$a" = "$b" ] && echo "ok    ZeRO checkpoint resumed on the plain path: iterations 7-12 identical" || { echo "FAIL resume: $a vs $b"; fail=1; }
+# and the other way: the plain checkpoint resumed through ZeRO-1 (fp32 master shard loaded, bf16
+# working weights all-gathered): iterations 7-12 equal
+$K "${args[@]}" --set load=$T/plain/iter_0000006 --set save="" --set use_distributed_optimizer=true \
+  --set metrics_file=$T/res2.jsonl > $T/res2.log 2>&1 || { echo "FAIL resume through ZeRO"; tail -3 $T/res2.log; fail=1; }
+b=$(loss $T/res2.jsonl)
+[ "$a" = "$b" ] && echo "ok    plain checkpoint resumed through ZeRO-1 (NCCL): iterations 7-12 identical" || { echo "FAIL ZeRO resume: $a vs $b"; fail=1; }
 rm -rf $T
 exit $fail
