@@ -3,7 +3,8 @@
 #  - use_distributed_optimizer on one process is bit-identical to the plain path (same checkpoint bytes);
 #  - mpirun -np 2 with ZeRO-1 gives the losses of one process with the same global batch;
 #  - a checkpoint written by 2 ranks (sharded) resumes on 1 rank, and one written by 1 rank resumes
-#    on 2 ranks (sharded), each continuing the uninterrupted 1-rank run's losses to fp32 rounding.
+#    on 2 ranks (sharded), each continuing the uninterrupted 1-rank run's losses to fp32 rounding;
+#  - a diverging run stops every rank with the message.
 . "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -54,6 +55,13 @@ run "$TMP/r2.log" "${MPI[@]}" $KDA "${args[@]}" --set train_iters=8 --set load="
 w=$(cmp_losses "$TMP/a.jsonl" "$TMP/r2.jsonl" 4)
 awk -v w="$w" 'BEGIN{exit !(w <= 2e-5)}' && [ "$(losses "$TMP/r2.jsonl" | wc -l)" = 4 ] \
   && ok "1-rank checkpoint resumed on 2 ranks with ZeRO-1: iterations 5-8 match (worst rel diff $w)" || bad "1->2 resume differs ($w)"
+
+# a diverging run stops on every rank with the message (no rank left waiting in a collective)
+nan=(--set train_iters=6 --set lr=1e30 --set lr_warmup_iters=0 --set save="")
+expect_fail "NaN stop, one process" "is not finite" $KDA "${args[@]}" "${nan[@]}"
+out=$(timeout 120 "${MPI[@]}" $KDA "${args[@]}" "${nan[@]}" --set use_distributed_optimizer=true 2>&1); rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "is not finite" <<<"$out" \
+  && ok "NaN stop, 2 ranks with ZeRO-1: every rank stops (exit $rc, no hang)" || bad "2-rank NaN stop: rc $rc: $(tail -3 <<<"$out")"
 
 # a launch layout without MPI on the CPU backend is refused with what to do
 expect_fail "RANK/WORLD_SIZE launch on the CPU backend" "launch with mpirun" \
