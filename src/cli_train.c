@@ -165,8 +165,23 @@ int cmd_train(int argc, char **argv) {
             kda_die("load: '%s' holds no checkpoint (no state.json and no 'latest'); check the path", cfg.load);
         }
     }
+    if (dist->world > 1) {
+        // every rank must start from the same checkpoint (a 'latest' rewritten between two ranks'
+        // reads, or a path that only some ranks see, would split the run silently)
+        double x[2] = {(double)st.iteration, (double)st.consumed_samples};
+        for (int k = 0; k < 2; k++) {
+            double s = comm->sum_f64(comm, x[k]), s2 = comm->sum_f64(comm, x[k] * x[k]);
+            if (s * s != s2 * dist->world)
+                kda_die("the ranks loaded different checkpoints (rank %d: iteration %ld, %llu samples consumed); "
+                        "make '%s' visible to every rank and do not write to it while the run starts",
+                        dist->rank, st.iteration, (unsigned long long)st.consumed_samples, cfg.load);
+        }
+    }
     if (dry) {
+        kda_dist_optim_free(dopt);
+        kda_comm_free(comm);
         kda_model_free(m);
+        kda_dist_finalize();
         return 0;
     }
     kda_data *data = kda_data_open(&cfg, KDA_SPLIT_TRAIN);
@@ -184,7 +199,7 @@ int cmd_train(int argc, char **argv) {
     long last_saved = st.iteration;
     int stop = 0; // a signal seen by any rank stops every rank after the same iteration
     for (it = st.iteration; it < cfg.train_iters && !stop; it++) {
-        ops->zero(m->grad, m->n_floats * sizeof(float));
+        ops->zero(m->grad, m->n_alloc * sizeof(float));
         double loss = 0;
         uint64_t base = kda_data_consumed(data);
         // this rank's share of the global batch: samples [base + rank*n_local*B, ...)

@@ -51,6 +51,24 @@ int kda_dist_env_local_rank(void) {
     return r < 0 ? 0 : r;
 }
 
+// A rank that dies must not leave the others waiting in a collective: under MPI, abort the job
+// (registered first, so it runs after every other cleanup hook).
+static void abort_job(void *arg) {
+    (void)arg;
+    if (D.mpi && D.world > 1) {
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+// Rank 0 of an environment launch removes the NCCL id file it wrote, on success or death.
+static void unlink_id_file(void *arg) {
+    (void)arg;
+    const char *p = getenv("KDA_NCCL_ID_FILE");
+    if (p && *p) unlink(p);
+}
+
 const kda_dist *kda_dist_init(void) {
     if (inited) return &D;
     inited = 1;
@@ -59,6 +77,11 @@ const kda_dist *kda_dist_init(void) {
         int provided = 0;
         MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided));
         D.mpi = 1;
+        kda_on_die(abort_job, NULL);
+        if (provided < MPI_THREAD_FUNNELED)
+            kda_die("this MPI library gives thread support level %d; kda needs MPI_THREAD_FUNNELED (OpenMP threads "
+                    "run between MPI calls)",
+                    provided);
         D.launcher = "mpi";
         MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &D.rank));
         MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &D.world));
@@ -111,6 +134,7 @@ void kda_dist_barrier(void) {
 void kda_dist_share_bytes(void *buf, size_t n) {
     if (D.world == 1) return;
     if (D.mpi) {
+        KDA_CHECK(n <= INT_MAX, "sharing %zu bytes is too large for one MPI call", n);
         MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD));
         return;
     }
@@ -129,6 +153,7 @@ void kda_dist_share_bytes(void *buf, size_t n) {
             kda_die("cannot write '%s': %s", tmp, strerror(errno));
         fclose(f);
         if (rename(tmp, path) != 0) kda_die("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        kda_on_die(unlink_id_file, NULL);
         return;
     }
     // other ranks: wait (up to 10 minutes) for rank 0's file
@@ -151,8 +176,15 @@ void kda_dist_finalize(void) {
         MPI_Finalize();
         D.mpi = 0;
     }
-    if (D.launcher && !strcmp(D.launcher, "env") && D.rank == 0 && getenv("KDA_NCCL_ID_FILE"))
-        unlink(getenv("KDA_NCCL_ID_FILE"));
+    kda_dist_id_shared();
+    kda_on_die_remove(abort_job, NULL);
+}
+
+void kda_dist_id_shared(void) {
+    if (D.launcher && !strcmp(D.launcher, "env") && D.rank == 0) {
+        unlink_id_file(NULL);
+        kda_on_die_remove(unlink_id_file, NULL);
+    }
 }
 
 // ---- the MPI communicator (CPU backend: backend memory is host memory) ---------------------
@@ -173,24 +205,40 @@ static void mpi_reduce(kda_comm *c, float *buf, size_t n, int root) {
         n -= (size_t)chunk;
     }
 }
+// MPI counts are ints: send `bytes` as *count blocks of a contiguous type (the largest power of
+// two up to 1 MiB that divides bytes), so parts beyond 2 GiB go in one call. Free with MPI_Type_free.
+static MPI_Datatype byte_blocks(size_t bytes, int *count) {
+    size_t unit = 1;
+    while (unit < ((size_t)1 << 20) && bytes % (unit * 2) == 0) unit *= 2;
+    KDA_CHECK(bytes / unit <= INT_MAX, "a part of %zu bytes per rank is too large for MPI", bytes);
+    MPI_Datatype t;
+    MPI_CHECK(MPI_Type_contiguous((int)unit, MPI_BYTE, &t));
+    MPI_CHECK(MPI_Type_commit(&t));
+    *count = (int)(bytes / unit);
+    return t;
+}
 static void mpi_allgather(kda_comm *c, void *buf, size_t bytes) {
     if (c->world == 1) return;
-    KDA_CHECK(bytes <= INT_MAX, "all-gather of %zu bytes per rank is too large for one MPI call", bytes);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+    int count;
+    MPI_Datatype t = byte_blocks(bytes, &count);
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, count, t, MPI_COMM_WORLD));
+    MPI_Type_free(&t);
 }
 static void mpi_nop(kda_comm *c) { (void)c; }
 static double mpi_sum_f64(kda_comm *c, double x) {
     (void)c;
     return kda_dist_allreduce_sum_f64(x);
 }
-static void mpi_gather(kda_comm *c, const void *shard, size_t bytes, void *host, int root) {
+static void mpi_gather(kda_comm *c, const void *shard, size_t bytes, void *host, int root, void *stage) {
+    (void)stage;
     if (c->world == 1) {
         memcpy(host, shard, bytes);
         return;
     }
-    KDA_CHECK(bytes <= INT_MAX, "gather of %zu bytes per rank is too large for one MPI call", bytes);
-    MPI_CHECK(MPI_Gather(shard, (int)bytes, MPI_BYTE, c->rank == root ? host : NULL, (int)bytes, MPI_BYTE, root,
-                         MPI_COMM_WORLD));
+    int count;
+    MPI_Datatype t = byte_blocks(bytes, &count);
+    MPI_CHECK(MPI_Gather(shard, count, t, c->rank == root ? host : NULL, count, t, root, MPI_COMM_WORLD));
+    MPI_Type_free(&t);
 }
 static void mpi_destroy(kda_comm *c) { free(c); }
 

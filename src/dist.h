@@ -31,6 +31,8 @@ void kda_dist_barrier(void);
 // Rank 0's n bytes to every rank (MPI broadcast, or the KDA_NCCL_ID_FILE exchange without MPI).
 void kda_dist_share_bytes(void *buf, size_t n);
 void kda_dist_finalize(void);
+// Every rank holds the shared id (NCCL's init has returned): rank 0 removes KDA_NCCL_ID_FILE.
+void kda_dist_id_shared(void);
 
 // ---- collectives on backend memory -------------------------------------------------------
 // MPI over host memory for the CPU backend, NCCL over GPU memory for the CUDA backend. Every
@@ -48,8 +50,9 @@ struct kda_comm {
     void (*group_end)(kda_comm *c);
     void (*wait)(kda_comm *c);
     double (*sum_f64)(kda_comm *c, double x);                            // host scalar, synchronous
-    // root's host[world*bytes] = every rank's shard (backend memory) in rank order; synchronous
-    void (*gather_to_root)(kda_comm *c, const void *shard, size_t bytes, void *host, int root);
+    // root's host[world*bytes] = every rank's shard (backend memory) in rank order; synchronous.
+    // stage: backend memory of `bytes` that the call may overwrite (no allocation at save time).
+    void (*gather_to_root)(kda_comm *c, const void *shard, size_t bytes, void *host, int root, void *stage);
     void (*destroy)(kda_comm *c);
 };
 // The communicator for this backend and the process layout; dies with what to do when the

@@ -156,7 +156,8 @@ void kda_pbuf_get(kda_model *m, int which, float *host) {
     kda_dist_optim *o = m->dopt;
     if (o && o->sharded && !(which == KDA_PBUF_MASTER && m->master)) {
         memset(host, 0, m->n_alloc * sizeof(float));
-        o->c->gather_to_root(o->c, shard_of(o, which), o->S * sizeof(float), host, 0);
+        // the gradient buffer is dead between steps (zeroed at the start of each) and holds S floats
+        o->c->gather_to_root(o->c, shard_of(o, which), o->S * sizeof(float), host, 0, m->grad);
         return;
     }
     const float *src = which == KDA_PBUF_MASTER ? m->master : which == KDA_PBUF_EXP_AVG ? m->adam_m : m->adam_v;

@@ -420,7 +420,20 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
         valid += targets[i] >= 0;
     }
     if (n_valid) *n_valid = valid;
-    if (valid == 0) return NAN;
+    if (valid == 0) {
+        // nothing to learn from here, but the other ranks wait for this rank's (zero) share of
+        // every reduction: announce each range in the order the backward pass would
+        if (backward && m->grad_ready && m->grad_ready_on) {
+            param_ready(m, m->final_norm);
+            for (int l = L - 1; l >= 0; l--) {
+                size_t lo, hi;
+                kda_model_layer_range(m, l, &lo, &hi);
+                m->grad_ready(m->grad_ready_user, lo, hi);
+            }
+            param_ready(m, m->embed);
+        }
+        return NAN;
+    }
     o->to_device(m->tgt_dev, targets, (size_t)N * sizeof(int32_t));
     float gs = grad_scale_extra / (float)valid;
     long v2 = 0;

@@ -133,7 +133,7 @@ static double nc_sum_f64(kda_comm *b, double x) {
     CU_CHECK(cudaStreamSynchronize(c->stream));
     return x;
 }
-static void nc_gather(kda_comm *b, const void *shard, size_t bytes, void *host, int root) {
+static void nc_gather(kda_comm *b, const void *shard, size_t bytes, void *host, int root, void *stage) {
     nccl_comm *c = (nccl_comm *)b;
     after_compute(c);
     if (b->rank != root) {
@@ -142,8 +142,6 @@ static void nc_gather(kda_comm *b, const void *shard, size_t bytes, void *host, 
         return;
     }
     CU_CHECK(cudaMemcpyAsync((char *)host + (size_t)root * bytes, shard, bytes, cudaMemcpyDeviceToHost, c->stream));
-    void *stage = NULL;
-    if (b->world > 1) CU_CHECK(cudaMalloc(&stage, bytes));
     for (int r = 0; r < b->world; r++) {
         if (r == root) continue;
         NC_CHECK(N.Recv(stage, bytes, ncclInt8, r, c->comm, c->stream));
@@ -151,7 +149,6 @@ static void nc_gather(kda_comm *b, const void *shard, size_t bytes, void *host, 
         CU_CHECK(cudaStreamSynchronize(c->stream));
     }
     CU_CHECK(cudaStreamSynchronize(c->stream));
-    if (stage) CU_CHECK(cudaFree(stage));
 }
 static void nc_destroy(kda_comm *b) {
     nccl_comm *c = (nccl_comm *)b;
@@ -173,6 +170,8 @@ extern "C" kda_comm *kda_comm_nccl_create(const kda_dist *d) {
     kda_dist_share_bytes(&id, sizeof id);
     nccl_comm *c = (nccl_comm *)kda_calloc(1, sizeof *c);
     NC_CHECK(N.CommInitRank(&c->comm, d->world, id, d->rank));
+    kda_dist_id_shared(); // every rank has joined, so each has read the id
+
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CU_CHECK(cudaEventCreateWithFlags(&c->ev_compute, cudaEventDisableTiming));
     CU_CHECK(cudaEventCreateWithFlags(&c->ev_comm, cudaEventDisableTiming));

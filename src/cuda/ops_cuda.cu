@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern "C" {
+#include "dist.h"
+}
+
 cudaStream_t cu_stream;
 int *cu_err_flag;
 
@@ -140,15 +144,17 @@ extern "C" const kda_ops *kda_ops_cuda(const char **why) {
             (void)cudaGetLastError();
             probed = -1;
         } else {
+            // One process per GPU: the launcher's local rank picks the device (0 without one).
+            int dev = kda_dist_env_local_rank() % n;
             cudaDeviceProp prop;
-            CU_CHECK(cudaGetDeviceProperties(&prop, 0));
+            CU_CHECK(cudaGetDeviceProperties(&prop, dev));
             if (prop.major != 9 || prop.minor != 0) {
                 snprintf(why_buf, sizeof why_buf,
-                         "GPU 0 (%s) has compute capability %d.%d; this kda has kernels for 9.0 (H100/H200) only",
-                         prop.name, prop.major, prop.minor);
+                         "GPU %d (%s) has compute capability %d.%d; this kda has kernels for 9.0 (H100/H200) only",
+                         dev, prop.name, prop.major, prop.minor);
                 probed = -1;
             } else {
-                CU_CHECK(cudaSetDevice(0));
+                CU_CHECK(cudaSetDevice(dev));
                 CU_CHECK(cudaStreamCreate(&cu_stream));
                 CU_CHECK(cudaMalloc(&cu_err_flag, sizeof(int)));
                 CU_CHECK(cudaMemsetAsync(cu_err_flag, 0, sizeof(int), cu_stream));

@@ -4,7 +4,9 @@
 #  - mpirun -np 2 with ZeRO-1 gives the losses of one process with the same global batch;
 #  - a checkpoint written by 2 ranks (sharded) resumes on 1 rank, and one written by 1 rank resumes
 #    on 2 ranks (sharded), each continuing the uninterrupted 1-rank run's losses to fp32 rounding;
-#  - a diverging run stops every rank with the message.
+#  - a diverging run stops every rank with the message;
+#  - one rank dying alone (bad data path on rank 1 only) ends the whole job instead of hanging;
+#  - ranks that load different checkpoints are stopped before training.
 . "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -62,6 +64,19 @@ expect_fail "NaN stop, one process" "is not finite" $KDA "${args[@]}" "${nan[@]}
 out=$(timeout 120 "${MPI[@]}" $KDA "${args[@]}" "${nan[@]}" --set use_distributed_optimizer=true 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "is not finite" <<<"$out" \
   && ok "NaN stop, 2 ranks with ZeRO-1: every rank stops (exit $rc, no hang)" || bad "2-rank NaN stop: rc $rc: $(tail -3 <<<"$out")"
+
+# one rank dies alone after MPI is up (its data path is wrong): the job ends (mpirun, or our MPI_Abort
+# under launchers that would wait), no hang
+out=$(timeout 120 mpirun --oversubscribe -np 1 $KDA "${args[@]}" --set train_iters=4 --set save="" : \
+      -np 1 $KDA "${args[@]}" --set train_iters=4 --set save="" --set train_data_path="$TMP/no-such-data" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "no-such-data" <<<"$out" \
+  && ok "rank 1 dies alone (missing data): the job ends (exit $rc, no hang), message names the path" \
+  || bad "lone rank death: rc $rc: $(tail -3 <<<"$out")"
+# ranks that loaded different checkpoints are refused before the first step
+out=$(timeout 120 mpirun --oversubscribe -np 1 $KDA "${args[@]}" --set train_iters=8 --set save="" --set load="$TMP/a/iter_0000008" : \
+      -np 1 $KDA "${args[@]}" --set train_iters=8 --set save="" --set load="$TMP/a/iter_0000004" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "loaded different checkpoints" <<<"$out" \
+  && ok "ranks on different checkpoints refused (exit $rc)" || bad "checkpoint mismatch: rc $rc: $(tail -3 <<<"$out")"
 
 # a launch layout without MPI on the CPU backend is refused with what to do
 expect_fail "RANK/WORLD_SIZE launch on the CPU backend" "launch with mpirun" \
