@@ -40,6 +40,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -262,7 +263,7 @@ def lm_eval_score(fla: Path, a) -> dict:
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
-    _, tasks, _ = parity.build_tasks(TMP / "lm_eval")
+    _, tasks, _ = parity.build_tasks(Path(tempfile.mkdtemp(prefix="lm_eval_", dir=TMP)))  # fresh per pass
     t_load = time.perf_counter()
     lm = HFLM(pretrained=str(fla), dtype="bfloat16" if a.device == "cuda" else "float32", backend="causal",
               batch_size=a.batch_size, device=a.device)

@@ -74,22 +74,34 @@ int main(void) {
     T_REL("loss", fabs(lg - lc) / fabs(lc), 5e-3);
     printf("        loss cpu %.6f cuda %.6f\n", lc, lg);
     float *gc = host_of(mc, mc->grad), *gg = host_of(mg, mg->grad);
-    double worst = 0;
-    const char *worst_name = "";
+    // worst tensor, apart for the per-head scalars (A_log: H values per layer, each a sum over all
+    // B·T tokens of terms with both signs): on 4 numbers a sum with cancellation has no bf16
+    // averaging, so its relative error is larger than any large tensor's (see below)
+    double worst = 0, worst_small = 0;
+    const char *worst_name = "", *worst_small_name = "";
     for (int i = 0; i < mc->n_params; i++) {
         const kda_param *p = &mc->params[i];
         double e = rel(gg + p->offset, gc + p->offset, p->numel);
-        if (e > worst) {
-            worst = e;
-            worst_name = p->name;
+        int small = p->numel < 64;
+        if (e > (small ? worst_small : worst)) {
+            if (small) {
+                worst_small = e;
+                worst_small_name = p->name;
+            } else {
+                worst = e;
+                worst_name = p->name;
+            }
         }
     }
     // per-op bounds (kda-model.md "bit-compatible" (b)): outputs 0.005, d(gate) and dβ 0.02; over
     // two layers of bf16 rounding points the whole gradient lands near the gate bound (H200,
     // 2026-12-03: 2.2e-2 overall, worst tensor 3.0e-2 (o_norm.weight))
     T_REL("gradients, all parameters together", rel(gg, gc, mc->n_floats), 3e-2);
-    T_CHECK(worst <= 6e-2, "%-48s rel err %.3e (<= 6.0e-02) [%s]", "gradients, worst single parameter", worst,
+    T_CHECK(worst <= 6e-2, "%-48s rel err %.3e (<= 6.0e-02) [%s]", "gradients, worst tensor of >= 64 values", worst,
             worst_name);
+    // H200, 2026-12-03, 13 seeds: 2.0e-2 .. 9.3e-2 (bench/RESULTS.md, tests/cuda/step_seeds_2026-12-03.txt)
+    T_CHECK(worst_small <= 1.5e-1, "%-48s rel err %.3e (<= 1.5e-01) [%s]", "gradients, worst per-head scalar tensor",
+            worst_small, worst_small_name);
 
     double lr = 1e-3;
     kda_step_info ic = kda_optim_step(mc, lr, 1), ig = kda_optim_step(mg, lr, 1);
