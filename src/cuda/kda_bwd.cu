@@ -118,7 +118,7 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
     float(*dgs)[TP] = gs + MC;
     float(*pb)[TP] = dgs + MC;
     float *betas = (float *)(pb + MC), *dbeta = betas + MC, *dApart = dbeta + MC, *gl = dApart + MC,
-          *lastadd = gl + FT;
+          *hdh = gl + FT;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31;
     int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C;
@@ -157,66 +157,76 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
             ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
             gs[r][dd] = ok ? sv.G[i] : 0.0f;
         }
-        if (tid < dn) { // B5 column sum and B6, both land on the last row's dΓ
-            int d = d0 + tid;
-            float g_l = sv.G[last * K + d], acc = 0.0f;
-            for (int r = 0; r < n; r++) {
-                size_t i = kda_row(s, b, c, h, r) * K + d;
-                acc += w.dK[i] * bf2f(sv.kn[i]) * expf(g_l - sv.G[i]);
-            }
-            const bf16 *hs = sv.h + (ch * K + d) * V, *dhs = w.dh + (ch * K + d) * V;
+        if (tid < dn) gl[tid] = sv.G[last * K + d0 + tid];
+        for (int dd = warp; dd < dn; dd += 8) { // B6: Σ_v h·dh of this chunk, per key column
+            const bf16 *hs = sv.h + (ch * K + d0 + dd) * V, *dhs = w.dh + (ch * K + d0 + dd) * V;
             float sd = 0.0f;
-            for (int j = 0; j < V; j++) sd += bf2f(hs[j]) * bf2f(dhs[j]);
-            gl[tid] = g_l;
-            lastadd[tid] = acc + expf(g_l) * sd;
+            for (int j = lane; j < V; j += 32) sd += bf2f(hs[j]) * bf2f(dhs[j]);
+            sd = warp_sum(sd);
+            if (lane == 0) hdh[dd] = sd;
         }
         __syncthreads();
         for (int e = tid; e < MC * FT; e += 256) {
             int r = e / FT, dd = e % FT; // a warp: one row r, consecutive key columns
-            if (r >= n || dd >= dn) {
+            if (r >= n) { // the whole warp
                 dgs[r][dd] = 0.0f, pb[r][dd] = 0.0f;
                 continue;
             }
-            float gr = gs[r][dd], qr = qs[r][dd], kr = ks[r][dd];
-            float X = 0.0f, Y = 0.0f, Z = 0.0f;
-            for (int j = 0; j <= r; j++) { // B9, row side: exponents Γ_r − Γ_j ≤ 0
-                float ek = ks[j][dd] * expf(gr - gs[j][dd]);
-                X += dLs[r][j] * ek;
-                Y += dAs[r][j] * ek;
+            float pbeta = 0.0f;
+            if (dd < dn) {
+                float gr = gs[r][dd], qr = qs[r][dd], kr = ks[r][dd];
+                float X = 0.0f, Y = 0.0f, Z = 0.0f;
+                for (int j = 0; j <= r; j++) { // B9, row side: exponents Γ_r − Γ_j ≤ 0
+                    float ek = ks[j][dd] * expf(gr - gs[j][dd]);
+                    X += dLs[r][j] * ek;
+                    Y += dAs[r][j] * ek;
+                }
+                for (int j = r; j < n; j++) // B9, column side: exponents Γ_j − Γ_r ≤ 0
+                    Z += (dLs[j][r] * betas[j] * ks[j][dd] + dAs[j][r] * sc * qs[j][dd]) * expf(gs[j][dd] - gr);
+                size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
+                float eg = expf(gr), egl = expf(gl[dd] - gr), be = betas[r];
+                float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
+                w.dQ[i] = dqg * eg + sc * Y;
+                w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
+                dgs[r][dd] = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
+                pb[r][dd] = dkd * kr * egl; // B5 term of the last row's dΓ
+                pbeta = kr * eg * gm + kr * X;
+            } else {
+                dgs[r][dd] = 0.0f, pb[r][dd] = 0.0f;
             }
-            for (int j = r; j < n; j++) // B9, column side: exponents Γ_j − Γ_r ≤ 0
-                Z += (dLs[j][r] * betas[j] * ks[j][dd] + dAs[j][r] * sc * qs[j][dd]) * expf(gs[j][dd] - gr);
-            size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
-            float eg = expf(gr), egl = expf(gl[dd] - gr), be = betas[r];
-            float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
-            w.dQ[i] = dqg * eg + sc * Y;
-            w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
-            float dG = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
-            if (r == n - 1) dG += lastadd[dd];
-            dgs[r][dd] = dG;
-            pb[r][dd] = kr * eg * gm + kr * X;
+            pbeta = warp_sum(pbeta);
+            if (lane == 0) dbeta[r] += pbeta;
         }
         __syncthreads();
-        if (tid < n) {
-            float acc = dbeta[tid];
-            for (int dd = 0; dd < dn; dd++) acc += pb[tid][dd];
-            dbeta[tid] = acc;
-        }
-        if (tid < dn) { // B10 reverse cumsum, then the gate backward
-            int d = d0 + tid;
-            float dtb = bf2f(dt_bias[h * K + d]);
-            float acc = 0.0f, ddt = 0.0f, dAl = 0.0f;
+        if (tid < dn) { // B5 + B6 land on the last row; B10 reverse cumsum: dgs becomes dα
+            float add = 0.0f;
+            for (int r = 0; r < n; r++) add += pb[r][tid];
+            add += expf(gl[tid]) * hdh[tid];
+            float acc = 0.0f;
             for (int r = n - 1; r >= 0; r--) {
-                acc += dgs[r][tid]; // dα_r
-                size_t i = kda_row(s, b, c, h, r) * K + d;
-                float z = bf2f(f[i]) + dtb;
-                float alpha = -eA * softplus20(z);
-                float dz = acc * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
-                df[i] = f2bf(dz);
-                ddt += dz;
-                dAl += acc * alpha;
+                acc += r == n - 1 ? dgs[r][tid] + add : dgs[r][tid];
+                dgs[r][tid] = acc;
             }
-            w.pdt[ch * K + d] = ddt;
+        }
+        __syncthreads();
+        for (int e = tid; e < MC * FT; e += 256) { // gate backward, every (row, column) at once
+            int r = e / FT, dd = e % FT;
+            float dz = 0.0f, dal = 0.0f;
+            if (r < n && dd < dn) {
+                size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
+                float z = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
+                float alpha = -eA * softplus20(z), da = dgs[r][dd];
+                dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
+                df[i] = f2bf(dz);
+                dal = da * alpha;
+            }
+            pb[r][dd] = dz, qs[r][dd] = dal;
+        }
+        __syncthreads();
+        if (tid < dn) { // per-chunk partials of ddt_bias and dA_log, rows in reverse order
+            float ddt = 0.0f, dAl = 0.0f;
+            for (int r = n - 1; r >= 0; r--) ddt += pb[r][tid], dAl += qs[r][tid];
+            w.pdt[ch * K + d0 + tid] = ddt;
             dApart[tid] = dAl;
         }
         __syncthreads();
@@ -247,22 +257,30 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
     }
 }
 
-// ---- D5: dA_log[h] += Σ pA, ddt_bias[h·K+d] += Σ pdt, over (b, chunk) in order ----
-__global__ void kda_param_grad_kernel(kda_shape s, const float *__restrict__ pA, const float *__restrict__ pdt,
-                                      float *__restrict__ dA_log, float *__restrict__ ddt) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < s.H * s.K) {
-        int h = i / s.K, d = i % s.K;
-        float acc = 0.0f;
-        for (int b = 0; b < s.B; b++)
-            for (int c = 0; c < s.NT; c++) acc += pdt[(((size_t)b * s.NT + c) * s.H + h) * s.K + d];
-        ddt[i] += acc;
-    } else if (i < s.H * s.K + s.H) {
-        int h = i - s.H * s.K;
-        float acc = 0.0f;
-        for (int b = 0; b < s.B; b++)
-            for (int c = 0; c < s.NT; c++) acc += pA[((size_t)b * s.NT + c) * s.H + h];
-        dA_log[h] += acc;
+// ---- D5: dA_log[h] += Σ pA, ddt_bias[h·K+d] += Σ pdt over (b, chunk): one block per output,
+// fixed-order strided partials and a fixed tree (deterministic) ----
+__global__ void __launch_bounds__(256) kda_param_grad_kernel(kda_shape s, const float *__restrict__ pA,
+                                                             const float *__restrict__ pdt,
+                                                             float *__restrict__ dA_log, float *__restrict__ ddt) {
+    __shared__ float red[256];
+    int o = blockIdx.x, HK = s.H * s.K, tid = threadIdx.x;
+    bool isdt = o < HK;
+    int h = isdt ? o / s.K : o - HK, d = isdt ? o % s.K : 0;
+    int nch = s.B * s.NT;
+    float acc = 0.0f;
+    for (int t = tid; t < nch; t += 256) {
+        size_t ch = (size_t)t * s.H + h; // t = b·NT + c
+        acc += isdt ? pdt[ch * s.K + d] : pA[ch];
+    }
+    red[tid] = acc;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (tid < w) red[tid] += red[tid + w];
+        __syncthreads();
+    }
+    if (tid == 0) {
+        if (isdt) ddt[o] += red[0];
+        else dA_log[h] += red[0];
     }
 }
 
@@ -326,7 +344,6 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         (bf16 *)dk, (bf16 *)dv, (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5
-    int nth = s.H * K + s.H;
-    kda_param_grad_kernel<<<(nth + 127) / 128, 128, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);
+    kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);
     CU_LAUNCHED();
 }

@@ -1,9 +1,9 @@
 // kda_fwd.cu — chunked KDA forward on the GPU (kda-model.md §3.2, stages as listed there):
-//   1. prep   (per chunk): q,k ← l2norm (bf16 + fp32 rstd), β = sigmoid(b), Γ = chunk cumsum of
+//   1. prep   (per chunk): q,k ← l2norm (bf16 + fp32 rstd), β = sigmoid(b), Γ = chunk cumsum (warp scan) of
 //             α = −e^{A_log}·softplus(f + dt_bias) (fp32), and the bf16 GEMM operands
 //             q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ, β·v
-//   2. intra  (per chunk): Aqk (bf16, scaled), L (fp32), Tinv = (I+L)^-1 by forward
-//             substitution in fp32 (bf16 store)
+//   2. intra  (per chunk): Aqk (bf16, scaled), L (fp32), Tinv = (I+L)^-1 in fp32 by 16×16
+//             blocks (forward substitution on the diagonal blocks; bf16 store)
 //   3. WY     (chunk GEMMs): Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16)
 //   4. scan   (sequential over chunks, one block per (b, h, 16 value columns)): state S in
 //             fp32; snapshot h = bf16(S); Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
@@ -48,15 +48,20 @@ kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict_
             sv.beta[row] = sigmoidf_(bf2f(bl[row]));
         }
     }
-    if ((int)threadIdx.x < K) {
-        int d = threadIdx.x;
-        float eA = expf(bf2f(A_log[h])), dtb = bf2f(dt_bias[h * K + d]);
-        float acc = 0.0f;
-        for (int r = 0; r < n; r++) {
-            size_t i = kda_row(s, b, c, h, r) * K + d;
-            acc += -eA * softplus20(bf2f(f[i]) + dtb);
-            sv.G[i] = acc;
+    // Γ: per key column, an inclusive warp scan of α over the chunk's rows (lane: rows lane and lane+32)
+    float eA = expf(bf2f(A_log[h]));
+    for (int d = warp; d < K; d += 8) {
+        float dtb = bf2f(dt_bias[h * K + d]), a0 = 0.0f, a1 = 0.0f;
+        if (lane < n) a0 = -eA * softplus20(bf2f(f[kda_row(s, b, c, h, lane) * K + d]) + dtb);
+        if (lane + 32 < n) a1 = -eA * softplus20(bf2f(f[kda_row(s, b, c, h, lane + 32) * K + d]) + dtb);
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            float t0 = __shfl_up_sync(0xffffffffu, a0, o), t1 = __shfl_up_sync(0xffffffffu, a1, o);
+            if (lane >= o) a0 += t0, a1 += t1;
         }
+        a1 += __shfl_sync(0xffffffffu, a0, 31);
+        if (lane < n) sv.G[kda_row(s, b, c, h, lane) * K + d] = a0;
+        if (lane + 32 < n) sv.G[kda_row(s, b, c, h, lane + 32) * K + d] = a1;
     }
     __syncthreads(); // global writes above are visible to the whole block from here
     size_t last = kda_row(s, b, c, h, n - 1);
@@ -80,8 +85,9 @@ kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict_
 enum { DT = 32 };
 
 __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
-    __shared__ float buf[3 * KDA_MAX_C * (DT + 1)]; // q,k,Γ slices; later X = Tinv [64][65]
+    __shared__ float buf[3 * KDA_MAX_C * (DT + 1)]; // q,k,Γ slices; later X = Tinv [64][65] + Y
     __shared__ float Ls[KDA_MAX_C][KDA_MAX_C + 1];
+    static_assert(3 * KDA_MAX_C * (DT + 1) >= KDA_MAX_C * (KDA_MAX_C + 1) + 3 * 256, "X and Y fit in buf");
     float(*qs)[DT + 1] = (float(*)[DT + 1])buf;
     float(*ks)[DT + 1] = (float(*)[DT + 1])(buf + KDA_MAX_C * (DT + 1));
     float(*gs)[DT + 1] = (float(*)[DT + 1])(buf + 2 * KDA_MAX_C * (DT + 1));
@@ -128,15 +134,40 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
         Ls[r][j] = (r < n && j < r) ? sv.beta[kda_row(s, b, c, h, r < n ? r : 0)] * al[x] : 0.0f;
     }
     __syncthreads();
-    // Tinv = (I+L)^-1, unit lower triangular: thread j solves column j by forward substitution
+    // Tinv = (I+L)^-1, unit lower triangular, in 16×16 blocks (rows and columns past n are those of
+    // I): the four diagonal blocks by forward substitution (64 threads, one column each), then the
+    // off-diagonal blocks one block diagonal at a time, X_ij = −X_ii·Σ_{k=j..i−1} L_ik·X_kj.
     float(*X)[KDA_MAX_C + 1] = (float(*)[KDA_MAX_C + 1])buf;
+    float *Y = buf + KDA_MAX_C * (KDA_MAX_C + 1); // 3 blocks of 16×16
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += 256) {
+        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
+        X[r][j] = r == j ? 1.0f : 0.0f;
+    }
+    __syncthreads();
     if (tid < KDA_MAX_C) {
-        int j = tid;
-        for (int r = 0; r < KDA_MAX_C; r++) X[r][j] = r == j ? 1.0f : 0.0f;
-        for (int r = j + 1; r < n; r++) {
+        int j = tid, rend = (j / 16 + 1) * 16;
+        for (int r = j + 1; r < rend; r++) {
             float acc = 0.0f;
             for (int m = j; m < r; m++) acc += Ls[r][m] * X[m][j];
             X[r][j] = -acc;
+        }
+    }
+    for (int st = 1; st < 4; st++) {
+        int np = 4 - st; // block pairs (i, j) = (p + st, p), p < np
+        __syncthreads();
+        for (int e = tid; e < np * 256; e += 256) {
+            int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, row = (p + st) * 16 + rr, col = p * 16 + cc;
+            float acc = 0.0f;
+            for (int m = p * 16; m < (p + st) * 16; m++) acc += Ls[row][m] * X[m][col];
+            Y[e] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < np * 256; e += 256) {
+            int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i0 = (p + st) * 16;
+            float acc = 0.0f;
+#pragma unroll
+            for (int m = 0; m < 16; m++) acc += X[i0 + rr][i0 + m] * Y[(p << 8) + m * 16 + cc];
+            X[i0 + rr][p * 16 + cc] = -acc;
         }
     }
     __syncthreads();

@@ -3,6 +3,7 @@
 // Random bf16 inputs (never zeros), 3 warm-up rounds, then the median over 9 repeats of
 // 10 back-to-back calls, host clock around a device sync (launch gaps included).
 //   bench_kda_cuda [B ...]
+// KDA_BENCH_ONCE=1: one warm-up forward + backward, then one of each, untimed (for a profiler).
 #include "cuda/kda_inputs.h"
 
 static int cmp_d(const void *a, const void *b) {
@@ -32,6 +33,15 @@ int main(int argc, char **argv) {
         size_t sb = CU->kda_saved_bytes(d);
         void *saved = CU->alloc(sb);
         double tf[9], tb[9];
+        if (getenv("KDA_BENCH_ONCE")) {
+            for (int w = 0; w < 2; w++) {
+                CU->kda_fwd(d, q, k, v, f, b, A, dt, o, saved);
+                CU->kda_bwd(d, q, k, v, f, b, A, dt, saved, dO, dq, dk, dv, df, db, dA, ddt);
+            }
+            CU->sync();
+            printf("ours  chunk KDA B=%d T=%d: one forward + backward run (profiling mode)\n", B, T);
+            goto done;
+        }
         for (int w = 0; w < 3; w++) {
             CU->kda_fwd(d, q, k, v, f, b, A, dt, o, saved);
             CU->kda_bwd(d, q, k, v, f, b, A, dt, saved, dO, dq, dk, dv, df, db, dA, ddt);
@@ -54,6 +64,7 @@ int main(int argc, char **argv) {
         printf("ours  chunk KDA B=%d T=%d H=%d K=%d V=%d: fwd %.3f ms  fwd+bwd %.3f ms  (saved %.1f MiB; "
                "fwd range %.3f..%.3f, fwd+bwd range %.3f..%.3f)\n",
                B, T, H, K, V, tf[4], tb[4], sb / 1048576.0, tf[0], tf[8], tb[0], tb[8]);
+    done:
         CU->free(q), CU->free(k), CU->free(v), CU->free(f), CU->free(b), CU->free(A), CU->free(dt), CU->free(dO);
         CU->free(o), CU->free(dq), CU->free(dk), CU->free(dv), CU->free(df), CU->free(db), CU->free(dA);
         CU->free(ddt), CU->free(saved);
