@@ -84,6 +84,16 @@ kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict_
 // ---- 2. intra: grid (NT, H, B), 256 threads ----
 enum { DT = 32 };
 
+// p = r(r+1)/2 + j with 0 ≤ j ≤ r: false when p ≥ np
+__device__ __forceinline__ bool tri_pair(int p, int np, int *r, int *j) {
+    if (p >= np) return false;
+    int x = (int)((sqrtf(8.0f * p + 1.0f) - 1.0f) * 0.5f);
+    if ((x + 1) * (x + 2) / 2 <= p) x++;
+    if (x * (x + 1) / 2 > p) x--;
+    *r = x, *j = p - x * (x + 1) / 2;
+    return true;
+}
+
 __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
     __shared__ float buf[3 * KDA_MAX_C * (DT + 1)]; // q,k,Γ slices; later X = Tinv [64][65] + Y
     __shared__ float Ls[KDA_MAX_C][KDA_MAX_C + 1];
@@ -94,9 +104,11 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int n = min(s.C, s.T - c * s.C), K = s.K, C = s.C;
     int tid = threadIdx.x;
-    float aa[16], al[16];
+    // the chunk's lower-triangle pairs (r, j ≤ r), p = r(r+1)/2 + j, spread over the threads
+    enum { NPAIR = KDA_MAX_C * (KDA_MAX_C + 1) / 2, PPT = (NPAIR + 255) / 256 };
+    float aa[PPT], al[PPT];
 #pragma unroll
-    for (int x = 0; x < 16; x++) aa[x] = al[x] = 0.0f;
+    for (int x = 0; x < PPT; x++) aa[x] = al[x] = 0.0f;
     for (int d0 = 0; d0 < K; d0 += DT) {
         for (int e = tid; e < KDA_MAX_C * DT; e += 256) {
             int r = e / DT, dd = e % DT, d = d0 + dd;
@@ -109,9 +121,9 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
         __syncthreads();
         int dn = min(DT, K - d0);
 #pragma unroll
-        for (int x = 0; x < 16; x++) {
-            int p = tid + 256 * x, r = p >> 6, j = p & 63; // a warp: one r, 32 consecutive j
-            if (r >= n || j > r) continue;
+        for (int x = 0; x < PPT; x++) {
+            int r, j;
+            if (!tri_pair(tid + 256 * x, NPAIR, &r, &j) || r >= n) continue;
             float sa = 0.0f, sl = 0.0f;
             for (int dd = 0; dd < dn; dd++) {
                 float e = expf(gs[r][dd] - gs[j][dd]); // j ≤ r: exponent ≤ 0
@@ -123,15 +135,20 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
         }
         __syncthreads();
     }
-    // Aqk (bf16, every column of the row written) and L into shared memory
+    // Aqk (bf16, every column of the row written: zeros above the diagonal) and L in shared memory
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += 256) {
+        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
+        Ls[r][j] = 0.0f;
+        if (r < n && j > r && j < C) sv.Aqk[kda_row(s, b, c, h, r) * C + j] = f2bf(0.0f);
+    }
+    __syncthreads();
 #pragma unroll
-    for (int x = 0; x < 16; x++) {
-        int p = tid + 256 * x, r = p >> 6, j = p & 63;
-        if (r < n && j < C) {
-            size_t row = kda_row(s, b, c, h, r);
-            sv.Aqk[row * C + j] = f2bf(j <= r ? s.scale * aa[x] : 0.0f);
-        }
-        Ls[r][j] = (r < n && j < r) ? sv.beta[kda_row(s, b, c, h, r < n ? r : 0)] * al[x] : 0.0f;
+    for (int x = 0; x < PPT; x++) {
+        int r, j;
+        if (!tri_pair(tid + 256 * x, NPAIR, &r, &j) || r >= n) continue;
+        size_t row = kda_row(s, b, c, h, r);
+        sv.Aqk[row * C + j] = f2bf(s.scale * aa[x]);
+        if (j < r) Ls[r][j] = sv.beta[row] * al[x];
     }
     __syncthreads();
     // Tinv = (I+L)^-1, unit lower triangular, in 16×16 blocks (rows and columns past n are those of
