@@ -40,6 +40,7 @@ static size_t scan_bwd_smem(int K, int C) {
     return sizeof(float) * ((size_t)K * KDA_VT + 3 * (size_t)C * (K + 1) + 2 * (size_t)C * KDA_VT + K);
 }
 
+template <int KU> // key rows per thread: K ≤ 16·KU
 __global__ void __launch_bounds__(256)
 kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
     extern __shared__ float sm[];
@@ -55,39 +56,52 @@ kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_
             int d = e / KDA_VT, v = e % KDA_VT;
             if (v0 + v < V) w.dh[(ch * K + d) * V + v0 + v] = f2bf(dS[e]);
         }
-        for (int e = tid; e < C * K; e += 256) {
-            int r = e / K, d = e % K;
-            size_t i = r < n ? kda_row(s, b, c, h, r) * K + d : 0;
-            kgs[r * KP + d] = r < n ? bf2f(sv.kg[i]) : 0.0f;
-            qgs[r * KP + d] = r < n ? bf2f(sv.qg[i]) : 0.0f;
-            wms[r * KP + d] = r < n ? bf2f(sv.Wm[i]) : 0.0f;
-        }
-        for (int e = tid; e < C * KDA_VT; e += 256) {
-            int r = e / KDA_VT, v = e % KDA_VT;
-            bool ok = r < n && v0 + v < V;
-            size_t i = ok ? kda_row(s, b, c, h, r) * V + v0 + v : 0;
-            dos[e] = ok ? bf2f(dO[i]) : 0.0f;
-            dvn[e] = ok ? w.dVn[i] : 0.0f;
-        }
+        load_chunk_rows(s, sv.kg, K, b, c, h, n, C, 0, K, K, kgs, KP);
+        load_chunk_rows(s, sv.qg, K, b, c, h, n, C, 0, K, K, qgs, KP);
+        load_chunk_rows(s, sv.Wm, K, b, c, h, n, C, 0, K, K, wms, KP);
+        load_chunk_rows(s, dO, V, b, c, h, n, C, v0, KDA_VT, V, dos, KDA_VT);
+        load_chunk_rows(s, (const float *)w.dVn, V, b, c, h, n, C, v0, KDA_VT, V, dvn, KDA_VT);
         for (int d = tid; d < K; d += 256) decay[d] = expf(sv.G[last * K + d]);
         __syncthreads();
-        for (int e = tid; e < C * KDA_VT; e += 256) { // B1: dVn = Aqkᵀ·dO + kg·dS
-            int r = e / KDA_VT, v = e % KDA_VT;
-            if (r >= n) continue;
-            float acc = dvn[e];
-            for (int d = 0; d < K; d++) acc += kgs[r * KP + d] * dS[d * KDA_VT + v];
-            dvn[e] = acc;
-            if (v0 + v < V) w.dVn[kda_row(s, b, c, h, r) * V + v0 + v] = acc;
+        // a thread: value column v, rows r0 + 16u (u < 4) and key rows r0 + 16u (u < KU)
+        int v = tid % KDA_VT, r0 = tid / KDA_VT;
+        { // B1: dVn = Aqkᵀ·dO + kg·dS
+            float acc[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) acc[u] = r0 + 16 * u < C ? dvn[(r0 + 16 * u) * KDA_VT + v] : 0.0f;
+            for (int d = 0; d < K; d++) {
+                float x = dS[d * KDA_VT + v];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    if (r0 + 16 * u < C) acc[u] += kgs[(r0 + 16 * u) * KP + d] * x;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int r = r0 + 16 * u;
+                if (r >= n) continue;
+                dvn[r * KDA_VT + v] = acc[u];
+                if (v0 + v < V) w.dVn[kda_row(s, b, c, h, r) * V + v0 + v] = acc[u];
+            }
         }
         __syncthreads();
-        for (int e = tid; e < K * KDA_VT; e += 256) { // B3
-            int d = e / KDA_VT, v = e % KDA_VT;
-            float a = 0.0f, bq = 0.0f;
+        { // B3
+            float a[KU], bq[KU];
+#pragma unroll
+            for (int u = 0; u < KU; u++) a[u] = bq[u] = 0.0f;
             for (int r = 0; r < n; r++) {
-                a += qgs[r * KP + d] * dos[r * KDA_VT + v];
-                bq += wms[r * KP + d] * dvn[r * KDA_VT + v];
+                float x = dos[r * KDA_VT + v], y = dvn[r * KDA_VT + v];
+#pragma unroll
+                for (int u = 0; u < KU; u++)
+                    if (r0 + 16 * u < K) {
+                        a[u] += qgs[r * KP + r0 + 16 * u] * x;
+                        bq[u] += wms[r * KP + r0 + 16 * u] * y;
+                    }
             }
-            dS[e] = s.scale * a - bq + decay[d] * dS[e];
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                int d = r0 + 16 * u;
+                if (d < K) dS[d * KDA_VT + v] = s.scale * a[u] - bq[u] + decay[d] * dS[d * KDA_VT + v];
+            }
         }
         __syncthreads();
     }
@@ -307,8 +321,11 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     kda_chunk_gemm(s, g);
     // D2
     size_t smem = scan_bwd_smem(K, C);
-    CU_CHECK(cudaFuncSetAttribute(kda_scan_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kda_scan_bwd_kernel<<<dim3((V + KDA_VT - 1) / KDA_VT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, dO, w);
+    int ku = (s.K + 15) / 16;
+    if (ku <= 1) launch_scan<1>(kda_scan_bwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
+    else if (ku <= 2) launch_scan<2>(kda_scan_bwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
+    else if (ku <= 4) launch_scan<4>(kda_scan_bwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
+    else launch_scan<8>(kda_scan_bwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
     CU_LAUNCHED();
     // D3
     g.N = K, g.out_ld = K, g.t[0].Kd = V;

@@ -67,6 +67,45 @@ __device__ __forceinline__ size_t kda_chunk(const kda_shape &s, int b, int c, in
     return ((size_t)b * s.NT + c) * s.H + h;
 }
 
+__device__ __forceinline__ float tof(bf16 x) { return bf2f(x); }
+__device__ __forceinline__ float tof(float x) { return x; }
+
+// Copies columns [q0, q0+QL) of the chunk's token rows (a token-major tensor of row length ld)
+// into dst[r·pitch + q−q0] as fp32 for r < rows: rows r ≥ n and columns ≥ qmax become 0. Reads 16
+// bytes at a time where the row length, q0 and the pointer allow. All threads of the block call it.
+template <typename T>
+__device__ __forceinline__ void load_chunk_rows(const kda_shape &s, const T *p, int ld, int b, int c, int h, int n,
+                                                int rows, int q0, int QL, int qmax, float *dst, int pitch) {
+    constexpr int W = 16 / sizeof(T);
+    size_t base = kda_row(s, b, c, h, 0) * ld, rs = (size_t)s.H * ld;
+    bool vec = ld % W == 0 && q0 % W == 0 && ((uintptr_t)p & 15) == 0;
+    int nv = (QL + W - 1) / W;
+    for (int e = threadIdx.x; e < rows * nv; e += blockDim.x) {
+        int r = e / nv, qq = (e - r * nv) * W, q = q0 + qq;
+        const T *src = p + base + (size_t)r * rs + q;
+        float x[W];
+        if (vec && r < n && q + W <= qmax && qq + W <= QL) {
+            uint4 u = *(const uint4 *)src;
+            const T *pt = (const T *)&u;
+#pragma unroll
+            for (int t = 0; t < W; t++) x[t] = tof(pt[t]);
+        } else {
+#pragma unroll
+            for (int t = 0; t < W; t++) x[t] = (r < n && q + t < qmax && qq + t < QL) ? tof(src[t]) : 0.0f;
+        }
+#pragma unroll
+        for (int t = 0; t < W; t++)
+            if (qq + t < QL) dst[r * pitch + qq + t] = x[t];
+    }
+}
+
+// Launches a scan kernel (one instance per key-rows-per-thread count) with its dynamic shared memory.
+template <int KU, typename Kern, typename... Args>
+static inline void launch_scan(Kern kern, dim3 grid, size_t smem, Args... args) {
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kern<<<grid, 256, smem, cu_stream>>>(args...);
+}
+
 // ---- chunk-batched GEMM: for every chunk, out = Σ_terms alpha·op(A)·op(B) ----
 
 enum { KV_TOK = 0, KV_STATE = 1 };

@@ -203,6 +203,7 @@ struct scan_smem {
 
 // Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
 // block reads and writes only its own 16 value columns.
+template <int KU> // key rows per thread: K ≤ 16·KU
 __global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
     extern __shared__ float sm[];
     int K = s.K, V = s.V, C = s.C, KP = K + 1;
@@ -223,36 +224,53 @@ __global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_save
             Sb[e] = bf2f(hb);
             if (v0 + v < V) sv.h[(ch * K + d) * V + v0 + v] = hb;
         }
-        for (int e = tid; e < C * K; e += 256) {
-            int r = e / K, d = e % K;
-            size_t i = r < n ? kda_row(s, b, c, h, r) * K + d : 0;
-            wm[r * KP + d] = r < n ? bf2f(sv.Wm[i]) : 0.0f;
-            kgs[r * KP + d] = r < n ? bf2f(sv.kg[i]) : 0.0f;
-        }
-        for (int e = tid; e < C * KDA_VT; e += 256) {
-            int r = e / KDA_VT, v = e % KDA_VT;
-            um[e] = (r < n && v0 + v < V) ? bf2f(sv.Um[kda_row(s, b, c, h, r) * V + v0 + v]) : 0.0f;
-        }
+        load_chunk_rows(s, sv.Wm, K, b, c, h, n, C, 0, K, K, wm, KP);
+        load_chunk_rows(s, sv.kg, K, b, c, h, n, C, 0, K, K, kgs, KP);
+        load_chunk_rows(s, sv.Um, V, b, c, h, n, C, v0, KDA_VT, V, um, KDA_VT);
         for (int d = tid; d < K; d += 256) decay[d] = expf(sv.G[last * K + d]);
         __syncthreads();
-        for (int e = tid; e < C * KDA_VT; e += 256) {
-            int r = e / KDA_VT, v = e % KDA_VT;
-            float x = 0.0f;
-            if (r < n) {
-                float acc = um[e];
-                for (int d = 0; d < K; d++) acc -= wm[r * KP + d] * Sb[d * KDA_VT + v];
-                bf16 xb = f2bf(acc);
-                x = bf2f(xb);
-                if (v0 + v < V) sv.Vn[kda_row(s, b, c, h, r) * V + v0 + v] = xb;
+        // a thread: value column v, rows r0 + 16u (u < 4) and key rows r0 + 16u (u < KU)
+        int v = tid % KDA_VT, r0 = tid / KDA_VT;
+        {
+            float acc[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) acc[u] = r0 + 16 * u < C ? um[(r0 + 16 * u) * KDA_VT + v] : 0.0f;
+            for (int d = 0; d < K; d++) {
+                float sb = Sb[d * KDA_VT + v];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    if (r0 + 16 * u < C) acc[u] -= wm[(r0 + 16 * u) * KP + d] * sb;
             }
-            vn[e] = x;
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int r = r0 + 16 * u;
+                if (r >= C) continue;
+                float x = 0.0f;
+                if (r < n) {
+                    bf16 xb = f2bf(acc[u]);
+                    x = bf2f(xb);
+                    if (v0 + v < V) sv.Vn[kda_row(s, b, c, h, r) * V + v0 + v] = xb;
+                }
+                vn[r * KDA_VT + v] = x;
+            }
         }
         __syncthreads();
-        for (int e = tid; e < K * KDA_VT; e += 256) {
-            int d = e / KDA_VT, v = e % KDA_VT;
-            float acc = decay[d] * S[e];
-            for (int r = 0; r < n; r++) acc += kgs[r * KP + d] * vn[r * KDA_VT + v];
-            S[e] = acc;
+        {
+            float acc[KU];
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                int d = r0 + 16 * u;
+                acc[u] = d < K ? decay[d] * S[d * KDA_VT + v] : 0.0f;
+            }
+            for (int r = 0; r < n; r++) {
+                float x = vn[r * KDA_VT + v];
+#pragma unroll
+                for (int u = 0; u < KU; u++)
+                    if (r0 + 16 * u < K) acc[u] += kgs[r * KP + r0 + 16 * u] * x;
+            }
+#pragma unroll
+            for (int u = 0; u < KU; u++)
+                if (r0 + 16 * u < K) S[(r0 + 16 * u) * KDA_VT + v] = acc[u];
         }
         __syncthreads();
     }
@@ -289,8 +307,11 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     g.t[0].B = kv_tok(sv.vb, 0, s.V, 0), g.N = s.V, g.out = sv.Um, g.out_ld = s.V;
     kda_chunk_gemm(s, g); // Um = Tinv·vb
     size_t smem = scan_smem::bytes(s.K, s.C);
-    CU_CHECK(cudaFuncSetAttribute(kda_scan_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kda_scan_fwd_kernel<<<dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, S);
+    int ku = (s.K + 15) / 16;
+    if (ku <= 1) launch_scan<1>(kda_scan_fwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else if (ku <= 2) launch_scan<2>(kda_scan_fwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else if (ku <= 4) launch_scan<4>(kda_scan_fwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else launch_scan<8>(kda_scan_fwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
     CU_LAUNCHED();
     kgemm go = {};
     go.nterms = 2, go.M = s.C, go.N = s.V, go.out = o, go.out_f32 = 0, go.out_ld = s.V, go.mask = KMASK_NONE;
