@@ -45,13 +45,10 @@ __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, 
         size_t off = base + (size_t)r * rstride + q;
         if (vec && r < rmax && q + 8 <= qmax) {
             if (v.f32) {
-                float4 u0 = *(const float4 *)((const float *)v.p + off), u1 = *(const float4 *)((const float *)v.p + off + 4);
-                x[0] = u0.x, x[1] = u0.y, x[2] = u0.z, x[3] = u0.w, x[4] = u1.x, x[5] = u1.y, x[6] = u1.z, x[7] = u1.w;
+                load16((const float *)v.p + off, x);
+                load16((const float *)v.p + off + 4, x + 4);
             } else {
-                uint4 u = *(const uint4 *)((const bf16 *)v.p + off);
-                const bf16 *pb = (const bf16 *)&u;
-#pragma unroll
-                for (int t = 0; t < 8; t++) x[t] = bf2f(pb[t]);
+                load16((const bf16 *)v.p + off, x);
             }
         } else {
 #pragma unroll
