@@ -4,9 +4,10 @@
 // d(gate)/dβ ≤ 0.02, ddt_bias ≤ 0.008), except two, measured against FLA on the same GPU and
 // inputs (tests/cuda/fla_kda_compare.py, first device run): o ≤ 0.006, because FLA's own chunk
 // kernel is at 5.1e-3 from a float64 recurrence on these input distributions (ours 5.05e-3,
-// both set by the same bf16 rounding points, §3.5); dA_log ≤ 0.02 like d(gate), because it is
-// a sum over B·T·K terms with cancellation and has only H elements. Shapes cover this model's
-// heads (K=32, V=64), partial last chunks, K=V=128 and odd sizes, chunk 32. Outputs are
+// both set by the same bf16 rounding points, §3.5); dA_log, a sum over B·T·K terms with
+// cancellation and only H elements, per head within 2e-2 of its value or 4e-3 of Σ|dα·α|. Shapes cover this model's
+// heads (K=32, V=64), partial last chunks, K=V=128 and odd sizes (16-byte and element-wise
+// operand loads), chunks 32 and 40. Outputs are
 // NaN-poisoned; dA_log/ddt_bias accumulate onto random values; a second backward must give
 // the same bits. Without a GPU it prints "SKIP: no CUDA device" and exits 0.
 #include "cuda/kda_inputs.h"
@@ -54,7 +55,28 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
     CHECK_REL("kda_bwd db (beta logits)", res[0][4], db_ref, x.nb, 2e-2);
     for (int h = 0; h < H; h++) res[0][5][h] -= dA0[h], dA_ref[h] -= dA0[h];
     for (int i = 0; i < H * K; i++) res[0][6][i] -= ddt0[i], ddt_ref[i] -= ddt0[i];
-    CHECK_REL("kda_bwd dA_log (the += part)", res[0][5], dA_ref, H, 2e-2);
+    // dA_log[h] = Σ dα·α over B·T·K terms of both signs: some heads' sums nearly cancel, and
+    // their relative error is then bf16 noise over a small result (seen at 6.4e-2 with H = 1,
+    // T = 5, one seed of nine). A head passes when its error is within 2e-2 of its value or
+    // within 4e-3 of its terms' magnitude Σ|dα·α| = Σ|dz|·softplus(z)/σ(z) (dz: the CPU core's
+    // gate-logit gradient; 4e-3 is the per-element bf16 level of dz itself). study_dalog_bound.c
+    // measures both metrics under perturbations stronger than the GPU's rounding.
+    double worst = 0.0;
+    for (int h = 0; h < H; h++) {
+        double mag = 0.0;
+        for (size_t t = 0; t < (size_t)B * T; t++)
+            for (int kk = 0; kk < K; kk++) {
+                size_t i = (t * H + h) * K + kk;
+                double z = (double)x.f[i] + x.dt_bias[h * K + kk];
+                double sp = z > 20.0 ? z : log1p(exp(z)), sg = 1.0 / (1.0 + exp(-z));
+                mag += fabs((double)df_ref[i]) * sp / sg;
+            }
+        double allowed = fmax(2e-2 * fabs((double)dA_ref[h]), 4e-3 * mag);
+        double e = fabs((double)res[0][5][h] - dA_ref[h]) / (allowed > 0.0 ? allowed : 1.0);
+        if (e > worst) worst = e;
+    }
+    T_CHECK(worst <= 1.0, "%-48s error / allowed %.3f (<= 1); rel err %.3e", "kda_bwd dA_log (the += part)",
+            worst, (double)rel_vs(res[0][5], dA_ref, H));
     CHECK_REL("kda_bwd ddt_bias (the += part)", res[0][6], ddt_ref, (size_t)H * K, 8e-3);
     size_t sz[7] = {x.nk, x.nk, x.nv, x.nk, x.nb, (size_t)H, (size_t)H * K};
     int same = 1;
@@ -84,5 +106,7 @@ int main(void) {
     run_case(1, 130, 2, 128, 128, 64); // largest supported heads
     run_case(1, 100, 2, 16, 24, 32);   // chunk 32
     run_case(3, 5, 1, 32, 64, 64);     // shorter than one chunk
+    run_case(2, 90, 2, 18, 30, 64);    // head sizes not multiples of 4: element-wise loads everywhere
+    run_case(1, 77, 3, 12, 20, 40);    // multiples of 4, not 8 (16-byte loads of fp32 only); chunk 40 ends inside a 16-row block
     return t_done("test_cuda_kda");
 }
