@@ -1,10 +1,11 @@
 // kda_gemm.cu — the chunk-batched small GEMM of the KDA core (see kda_cuda.cuh), on tensor
-// cores. A block computes one 64×64 output tile of one chunk: 64-deep slices of the operands are
-// staged in shared memory as bf16 (read 16 bytes at a time along the stored rows) (an fp32 operand as two bf16 parts, hi + lo, so that it keeps
-// ~16 bits: each product is then two bf16 MMAs), 8 warps multiply 16×16×16 fragments with fp32
-// accumulation (WMMA), each term's alpha is applied to its fp32 sum. Operands are read through
-// views (kda_cuda.cuh), so bf16/fp32, transposes, token rows past the sequence end (zeros) and
-// state snapshots all go through the same code.
+// cores. A block computes one 64×64 output tile of one chunk. 64-deep slices of the operands are
+// staged in shared memory as bf16, read 16 bytes at a time along the stored rows; an fp32
+// operand is staged as two bf16 parts, hi + lo, so that it keeps ~16 bits (each of its products
+// is then two bf16 MMAs). 8 warps multiply 16×16×16 fragments with fp32 accumulation (WMMA);
+// each term's alpha scales its fp32 sum. Operands are read through views (kda_cuda.cuh), so
+// bf16/fp32, transposes, token rows past the sequence end (zeros) and state snapshots all go
+// through the same code.
 #include <mma.h>
 
 #include "kda_cuda.cuh"
