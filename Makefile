@@ -26,7 +26,7 @@ ifeq ($(FUZZ),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
+LIB_SRC  := $(filter-out src/cli/main.c,$(wildcard src/*/*.c src/*/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -38,7 +38,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps test test-c test-san test-py demo bench clean cuda cuda-device-bins
 all: deps-check kda
 
-# ---- CUDA backend (docs/cuda.md): src/cuda/*.cu when nvcc is on PATH, else src/ops_cuda_stub.c.
+# ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/ops_cuda_stub.c.
 # The .cu objects carry no sanitizer, so build/ and build-san/ share them (compiled once).
 # tests/cuda/test_cuda_*.c become $(BUILD)/tests/test_cuda_* (they print SKIP without a GPU);
 # `make cuda-device-bins` links tests/cuda/*.c for the GPU machine (libyaml/snappy static).
@@ -46,13 +46,13 @@ CUDA_TEST_SRC := $(wildcard tests/cuda/test_cuda_*.c)
 TEST_BIN += $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/%)
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
-  CU_OBJ    := $(patsubst %.cu,build/%.o,$(wildcard src/cuda/*.cu))
-  LIB_OBJ   := $(filter-out $(BUILD)/src/ops_cuda_stub.o,$(LIB_OBJ)) $(CU_OBJ)
+  CU_OBJ    := $(patsubst %.cu,build/%.o,$(wildcard src/backend/cuda/*.cu))
+  LIB_OBJ   := $(filter-out $(BUILD)/src/backend/cuda/ops_cuda_stub.o,$(LIB_OBJ)) $(CU_OBJ)
   CFLAGS    += -DKDA_HAVE_CUDA
   NVFLAGS   := -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -g -Xcompiler -Wall,-Wextra,-Werror -Isrc -DKDA_HAVE_CUDA
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
   LDLIBS    += $(CUDA_LIBS)
-build/src/cuda/%.o: src/cuda/%.cu $(wildcard src/*.h src/cuda/*.cuh)
+build/src/backend/cuda/%.o: src/backend/cuda/%.cu $(wildcard src/*/*.h src/backend/cuda/*.cuh src/backend/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 endif
@@ -61,7 +61,7 @@ $(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c $(BUILD)/libkda.a $(wildcar
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkda.a $(LDLIBS)
 CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,build/cuda-device/%,$(wildcard tests/cuda/*.c)) build/cuda-device/kda
 cuda-device-bins: $(CUDA_DEVICE_BIN)
-build/cuda-device/kda: build/src/main.o build/libkda.a
+build/cuda-device/kda: build/src/cli/main.o build/libkda.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
 	  -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
@@ -79,14 +79,14 @@ deps:
 kda: $(BUILD)/kda
 	@if [ "$(BUILD)" = build ]; then cp $(BUILD)/kda ./kda.tmp && mv -f ./kda.tmp ./kda; fi  # rename: works while ./kda runs
 
-$(BUILD)/kda: $(BUILD)/src/main.o $(BUILD)/libkda.a
+$(BUILD)/kda: $(BUILD)/src/cli/main.o $(BUILD)/libkda.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libkda.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/%.o: %.c $(wildcard src/*.h src/*/*.h tests/*.h)
+$(BUILD)/%.o: %.c $(wildcard src/*/*.h src/*/*/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "tokenizer.h"
+#include "base/common.h"
+#include "text/tokenizer.h"
 
 typedef struct {
     const char *p;

@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "config.h"
+#include "base/common.h"
+#include "base/config.h"
 #include "test_util.h"
 
 #define FIX "tests/data/config/"

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "dist.h"
+#include "base/common.h"
+#include "comm/dist.h"
 #include "test_util.h"
 
 #define NB 128 // sizeof(ncclUniqueId)

@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "config.h"
-#include "eval.h"
-#include "model.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "infer/eval.h"
+#include "model/model.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 static char tmpdir[256];
 

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "config.h"
-#include "generate.h"
-#include "model.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "infer/generate.h"
+#include "model/model.h"
 #include "test_util.h"
 
 #define TMAX 200

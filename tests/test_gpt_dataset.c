@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "config.h"
-#include "data.h"
-#include "gpt_dataset.h"
-#include "indexed_dataset.h"
-#include "mt19937.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "data/data.h"
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+#include "base/mt19937.h"
 #include "test_die.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 static char dir[256];
 

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "indexed_dataset.h"
+#include "base/common.h"
+#include "data/indexed_dataset.h"
 #include "test_die.h"
 #include "test_util.h"
 

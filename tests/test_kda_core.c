@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "kda_core.h"
+#include "base/common.h"
+#include "model/kda_core.h"
 #include "test_util.h"
 
 static kda_rng R;

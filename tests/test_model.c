@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "config.h"
-#include "model.h"
-#include "optim.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "model/model.h"
+#include "model/optim.h"
 #include "test_util.h"
 
 static kda_config tiny_cfg(void) {

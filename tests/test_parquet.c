@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "parquet.h"
+#include "base/common.h"
+#include "formats/parquet.h"
 #include "test_die.h"
 #include "test_util.h"
 

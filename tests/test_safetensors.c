@@ -9,8 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "safetensors.h"
+#include "base/common.h"
+#include "formats/safetensors.h"
 #include "test_util.h"
 
 static char dir[64];

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "base/common.h"
 #include "test_util.h"
-#include "tokenizer.h"
-#include "tokenizer_impl.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_impl.h"
 
 #define TOK_JSON "data/tokenizer/llama3/tokenizer.json"
 #define GOLDEN "tests/data/tokenizer/golden.jsonl"

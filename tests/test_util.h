@@ -27,7 +27,7 @@ static inline unsigned long t_seed(void) {
 }
 
 // Whole-file read / write for fixtures (die naming the file on failure).
-#include "common.h"
+#include "base/common.h"
 static inline unsigned char *t_slurp(const char *path, size_t *n) {
     FILE *f = kda_fopen(path, "rb");
     fseek(f, 0, SEEK_END);

@@ -20,7 +20,7 @@ else
   bad "missing token files: exit $rc, message: $err"; finish; exit 1
 fi
 grep -qF -- "$cmd" Makefile && ok "the Makefile's demo recipe runs the same command" \
-  || bad "the Makefile has no recipe line '$cmd' (keep the message in src/cli_train.c and the demo target in sync)"
+  || bad "the Makefile has no recipe line '$cmd' (keep the message in src/cli/cli_train.c and the demo target in sync)"
 
 # ---- that command makes them ----
 args=${cmd#./kda tokenize }

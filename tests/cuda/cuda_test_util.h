@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "ops.h"
+#include "base/common.h"
+#include "model/ops.h"
 #include "test_util.h"
 
 static const kda_ops *CU, *CPU;

@@ -16,8 +16,8 @@
 //      (recurrent kernel vs chunked kernels: 3e-2).
 // Without a GPU it prints "SKIP: no CUDA device" and exits 0.
 #include "cuda/kda_inputs.h"
-#include "generate.h"
-#include "model.h"
+#include "infer/generate.h"
+#include "model/model.h"
 
 // ---- 1. conv with a tail ----
 static void test_conv_step(int B, int T, int C, int W) {

@@ -1,5 +1,5 @@
 // test_cuda_kda.c — the CUDA KDA core (chunked, bf16 storage) against the CPU core
-// (src/kda_core_cpu.c, fp32) on the same bf16-rounded inputs: output and every gradient by
+// (src/backend/cpu/kda_core_cpu.c, fp32) on the same bf16-rounded inputs: output and every gradient by
 // ||gpu − cpu|| / ||cpu|| within the bf16 tolerances of kda-model.md §0 (dq/dk/dv ≤ 0.008,
 // d(gate)/dβ ≤ 0.02, ddt_bias ≤ 0.008), except two, measured against FLA on the same GPU and
 // inputs (tests/cuda/fla_kda_compare.py, first device run): o ≤ 0.006, because FLA's own chunk

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "cuda_test_util.h"
-#include "model.h"
-#include "optim.h"
+#include "model/model.h"
+#include "model/optim.h"
 
 static double rel(const float *a, const float *ref, size_t n) {
     double num = 0, den = 0;

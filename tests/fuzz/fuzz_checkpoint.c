@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "common.h"
-#include "config.h"
-#include "model.h"
+#include "train/checkpoint.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "model/model.h"
 
 static kda_model *m;
 static char dir[64], good_dir[64];

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "config.h"
-#include "hf_interop.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "train/hf_interop.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[64];

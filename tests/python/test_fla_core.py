@@ -1,6 +1,6 @@
 """KDA core parity with FLA's own PyTorch code (fp32, CPU): output and every input gradient.
 
-Our side: build/tools/core_io runs src/kda_core.h (kda_core_fwd + kda_core_bwd) with both
+Our side: build/tools/core_io runs src/model/kda_core.h (kda_core_fwd + kda_core_bwd) with both
 algorithms, KDA_RECURRENT and KDA_CHUNKED, on the inputs this script writes.
 
 FLA's side, in float32, gradients by torch autograd through the whole function

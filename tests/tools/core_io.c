@@ -1,4 +1,4 @@
-// core_io — run the CPU KDA core (src/kda_core.h) forward + backward on tensors from a
+// core_io — run the CPU KDA core (src/model/kda_core.h) forward + backward on tensors from a
 // safetensors file, with both algorithms, for the parity test against FLA
 // (tests/python/test_fla_core.py).
 //
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "kda_core.h"
-#include "safetensors.h"
+#include "base/common.h"
+#include "model/kda_core.h"
+#include "formats/safetensors.h"
 
 typedef struct {
     const char *name;

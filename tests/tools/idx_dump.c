@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "config.h"
-#include "data.h"
-#include "indexed_dataset.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "data/data.h"
+#include "data/indexed_dataset.h"
 
 static void print_ids(const int32_t *v, uint64_t n) {
     putchar('[');

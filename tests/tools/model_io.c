@@ -23,12 +23,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoint.h"
-#include "common.h"
-#include "config.h"
-#include "model.h"
-#include "ops.h"
-#include "safetensors.h"
+#include "train/checkpoint.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "model/model.h"
+#include "model/ops.h"
+#include "formats/safetensors.h"
 
 static void usage(void) {
     fprintf(stderr,

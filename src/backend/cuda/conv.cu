@@ -1,0 +1,98 @@
+// conv.cu — causal depthwise short convolution + SiLU (kda-model.md §2.3 step 2).
+// y[b,t,c] = silu(z), z = Σ_j w[c,j]·x[b,t−W+1+j,c] (zero history). fp32 math, bf16 out.
+// Backward: one thread per channel walks a block of R time steps with sliding windows of x
+// and dz (registers), writing dx (no atomics) and a per-block dw partial; the partials are
+// summed in a fixed order, so results are deterministic.
+#include "backend/cuda/cuda_common.cuh"
+
+enum { MAXW = 8, R = 64, CT = 128 };
+
+__global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+                                     int B, int T, int C, int W) {
+    size_t n = (size_t)B * T * C;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % C);
+        size_t bt = i / C;
+        int t = (int)(bt % T);
+        float z = 0.0f;
+        for (int j = 0; j < W; j++) {
+            int tt = t - W + 1 + j;
+            if (tt >= 0) z += bf2f(w[c * W + j]) * bf2f(x[i - (size_t)(W - 1 - j) * C]);
+        }
+        y[i] = f2bf(z * sigmoidf_(z));
+    }
+}
+
+void cu_conv_silu_fwd(const void *x, const void *w, void *y, int B, int T, int C, int W) {
+    size_t n = (size_t)B * T * C;
+    if (!n) return;
+    KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
+    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, B, T,
+                                                                 C, W);
+    CU_LAUNCHED();
+}
+
+// grid (ceil(C/CT), ceil(T/R), B); thread = channel. part[(b*nblk + blk)][c*W + j].
+__global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w,
+                                     const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part,
+                                     int T, int C, int W) {
+    int c = blockIdx.x * CT + threadIdx.x;
+    if (c >= C) return;
+    int b = blockIdx.z, t0 = blockIdx.y * R, t1 = min(T, t0 + R);
+    const bf16 *xb = x + (size_t)b * T * C + c, *dyb = dy + (size_t)b * T * C + c;
+    bf16 *dxb = dx + (size_t)b * T * C + c;
+    float wf[MAXW], wr[MAXW], xw[MAXW], dzb[MAXW], dwr[MAXW];
+#pragma unroll
+    for (int i = 0; i < MAXW; i++) {
+        wf[i] = i < W ? bf2f(w[c * W + i]) : 0.0f;         // multiplies x[t−W+1+i]
+        wr[i] = i < W ? bf2f(w[c * W + W - 1 - i]) : 0.0f; // multiplies x[t−i]
+        xw[i] = 0.0f;                                        // x[t−i]
+        dzb[i] = 0.0f;                                       // dz[t−i]
+        dwr[i] = 0.0f;                                       // dw[c, W−1−i]
+    }
+#pragma unroll
+    for (int i = 1; i < MAXW; i++) // history before t0 (shifted into place by the first step)
+        if (i < W && t0 - i >= 0) xw[i - 1] = bf2f(xb[(size_t)(t0 - i) * C]);
+    for (int t = t0; t < t1 + W - 1; t++) {
+#pragma unroll
+        for (int i = MAXW - 1; i > 0; i--) xw[i] = xw[i - 1], dzb[i] = dzb[i - 1];
+        float dz = 0.0f;
+        if (t < T) {
+            xw[0] = bf2f(xb[(size_t)t * C]);
+            float z = 0.0f;
+#pragma unroll
+            for (int i = 0; i < MAXW; i++) z += wr[i] * xw[i];
+            float s = sigmoidf_(z);
+            dz = bf2f(dyb[(size_t)t * C]) * s * (1.0f + z * (1.0f - s));
+            if (t < t1) {
+#pragma unroll
+                for (int i = 0; i < MAXW; i++) dwr[i] += dz * xw[i];
+            }
+        } else {
+            xw[0] = 0.0f;
+        }
+        dzb[0] = dz;
+        int tau = t - (W - 1); // dx[τ] = Σ_j w[j]·dz[τ+W−1−j] = Σ_j wf[j]·dzb[j]
+        if (tau >= t0) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < MAXW; j++) acc += wf[j] * dzb[j];
+            dxb[(size_t)tau * C] = f2bf(acc);
+        }
+    }
+    float *p = part + ((size_t)b * gridDim.y + blockIdx.y) * C * W + (size_t)c * W;
+#pragma unroll
+    for (int i = 0; i < MAXW; i++)
+        if (i < W) p[W - 1 - i] = dwr[i];
+}
+
+void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C, int W) {
+    if ((size_t)B * T * C == 0) return;
+    KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
+    int nblk = (T + R - 1) / R;
+    float *part = (float *)cu_scratch((size_t)B * nblk * C * W * sizeof(float));
+    conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
+        (const bf16 *)x, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
+    CU_LAUNCHED();
+    cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
+}

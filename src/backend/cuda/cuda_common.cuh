@@ -1,0 +1,126 @@
+// cuda_common.cuh — what every file of the CUDA backend shares: error checks that die with
+// file:line, the one stream all work runs on, the grow-only scratch arena, bf16 helpers,
+// and the internal entry points that ops_cuda.cu puts into the kda_ops table.
+//
+// Element types follow ops.h: activations (A) and working weights (W) are bf16; gradients,
+// masters, optimizer state and statistics are fp32; token ids int32. All arithmetic is fp32
+// with one bf16 rounding at each store (kda-model.md §0 "bf16 storage, fp32 math").
+#ifndef KDA_CUDA_COMMON_CUH
+#define KDA_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "base/common.h"
+#include "model/ops.h"
+}
+
+typedef __nv_bfloat16 bf16;
+
+#define CU_CHECK(call)                                                                              \
+    do {                                                                                            \
+        cudaError_t e_ = (call);                                                                    \
+        if (e_ != cudaSuccess)                                                                      \
+            kda_die_at(__FILE__, __LINE__, "CUDA call %s failed: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+// After every kernel launch: catches bad launch configurations at the launch site.
+#define CU_LAUNCHED() CU_CHECK(cudaGetLastError())
+
+// The stream every op of this backend runs on (created by kda_ops_cuda()).
+extern cudaStream_t cu_stream;
+// Device int that kernels set when they meet an out-of-range token id (1: embedding id,
+// 2: target id); checked (and the run stopped with a message) by cu_check_error_flag().
+extern int *cu_err_flag;
+void cu_check_error_flag(void);
+
+// Grow-only device scratch shared by all ops (ops run one after another on cu_stream). The
+// pointer stays valid until the next cu_scratch call, so an op asks once for all it needs.
+void *cu_scratch(size_t bytes);
+
+// Carves one allocation into 256-byte aligned pieces. Run a layout once with base NULL to
+// learn the size, then again on the real base.
+struct cu_carve {
+    char *base;
+    size_t off;
+    explicit cu_carve(void *b) : base((char *)b), off(0) {}
+    template <class T> T *take(size_t n) {
+        off = (off + 255) & ~(size_t)255;
+        T *r = base ? (T *)(base + off) : (T *)0;
+        off += n * sizeof(T);
+        return r;
+    }
+};
+
+static inline unsigned cu_blocks(size_t n, unsigned threads, unsigned cap = 65535u * 16u) {
+    size_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    return b > cap ? cap : (unsigned)b;
+}
+
+__device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ float round_bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// out[j] += Σ_g partial[g][j] (g ascending: deterministic); partial is fp32 [G, ncols].
+void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out);
+
+// ---- gemm.cu: cuBLASLt, column-major C[m,n] = alpha·op(A)[m,k]·op(B)[k,n] + beta·C ----
+// A and B bf16; C bf16 or fp32 (c_f32); bias (bf16, length m) added when not NULL.
+void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C,
+             int ldc, int c_f32, float alpha, float beta, const void *bias);
+void cu_gemm_init(void);
+
+// ---- the ops (one file per family) ----
+void cu_linear_fwd(const void *x, const void *W, const void *bias, void *y, int N, int In, int O);
+void cu_linear_bwd(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
+                   int O, int accumulate);
+void cu_embed_fwd(const int32_t *ids, const void *E, void *out, int N, int d, int NV);
+void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d);
+double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                     void *dx, float *dE, long *n_valid);
+void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV);
+void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
+void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N,
+                    int d, int accumulate);
+void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
+                          float eps);
+void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
+                          void *du, float *dw, int rows, int V);
+void cu_conv_silu_fwd(const void *x, const void *w, void *y, int B, int T, int C, int W);
+void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C, int W);
+size_t cu_kda_saved_bytes(const kda_core_dims *d);
+void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
+                const void *A_log, const void *dt_bias, void *o, void *saved);
+void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
+                const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
+                void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
+// generation (decode.cu; the chunked one in kda_fwd.cu)
+void cu_conv_silu_step(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W);
+void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
+                      const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
+void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
+                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
+void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
+void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
+void cu_add(const void *a, const void *b, void *y, size_t n);
+double cu_sumsq(const float *g, size_t n);
+void cu_scale(float *g, float s, size_t n);
+void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+              float eps, float wd, float bc1, float bc2);
+void cu_master_to_work(const float *p, void *w, size_t n);
+int cu_has_nonfinite(const float *g, size_t n);
+
+#endif

@@ -1,0 +1,193 @@
+// embed_head.cu — token embedding (gather / deterministic scatter-add) and the tied lm_head:
+// fused linear cross-entropy (kda-model.md §2.8) and plain logits.
+//
+// Embedding backward without float atomics: the token ids are sorted stably (CUB radix sort,
+// token order kept within an id), then each run of equal ids is summed by one block per
+// column tile in token order and added to its row of dE once. Same input, same bits.
+//
+// Fused cross-entropy: tokens are processed in chunks so the [tokens × vocab] logits never
+// exist whole. Per chunk: logits = x·Eᵀ (bf16 GEMM, fp32 accumulate, bf16 store), per-row
+// logsumexp in fp32, loss = lse − logit[target]; for training the chunk is overwritten in place
+// by dlogits = (softmax − onehot)·grad_scale (bf16), then dx = dlogits·E (GEMM) and
+// dE += dlogitsᵀ·x (fp32 accumulate GEMM). The per-row losses are summed on the host in fp64.
+#include "backend/cuda/cuda_common.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
+#include <stdlib.h>
+
+// ---- embedding ----
+
+__global__ void embed_fwd_kernel(const int32_t *__restrict__ ids, const bf16 *__restrict__ E, bf16 *__restrict__ out,
+                                 int N, int d, int NV, int *err) {
+    int n = blockIdx.x;
+    int id = ids[n];
+    bool ok = id >= 0 && id < NV;
+    if (!ok && threadIdx.x == 0) *err = 1;
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+        out[(size_t)n * d + j] = ok ? E[(size_t)id * d + j] : f2bf(0.0f);
+}
+
+void cu_embed_fwd(const int32_t *ids, const void *E, void *out, int N, int d, int NV) {
+    if (N <= 0) return;
+    embed_fwd_kernel<<<N, d < 256 ? 64 : 256, 0, cu_stream>>>(ids, (const bf16 *)E, (bf16 *)out, N, d, NV, cu_err_flag);
+    CU_LAUNCHED();
+}
+
+__global__ void iota_kernel(int32_t *v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) v[i] = i;
+}
+
+enum { RUN_GROUP = 64, COL_TILE = 256 };
+
+// Block (group of RUN_GROUP sorted positions, column tile): sums every run of equal ids that
+// starts inside the group, in token order, and adds it to dE once.
+__global__ void embed_bwd_runs(const int32_t *__restrict__ keys, const int32_t *__restrict__ tok,
+                               const bf16 *__restrict__ dout, float *__restrict__ dE, int N, int d) {
+    int j = blockIdx.y * COL_TILE + threadIdx.x;
+    int p0 = blockIdx.x * RUN_GROUP, p1 = min(N, p0 + RUN_GROUP);
+    for (int p = p0; p < p1; p++) {
+        int id = keys[p];
+        if (p > 0 && keys[p - 1] == id) continue; // not the start of a run
+        if (j >= d) continue;
+        float acc = 0.0f;
+        for (int q = p; q < N && keys[q] == id; q++) acc += bf2f(dout[(size_t)tok[q] * d + j]);
+        dE[(size_t)id * d + j] += acc;
+    }
+}
+
+void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d) {
+    if (N <= 0) return;
+    size_t tmp_bytes = 0;
+    CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, (const int32_t *)NULL, (int32_t *)NULL,
+                                             (const int32_t *)NULL, (int32_t *)NULL, N, 0, 32, cu_stream));
+    cu_carve lay(NULL);
+    lay.take<int32_t>(N), lay.take<int32_t>(N), lay.take<int32_t>(N), lay.take<char>(tmp_bytes);
+    cu_carve c(cu_scratch(lay.off));
+    int32_t *keys = c.take<int32_t>(N), *tok_in = c.take<int32_t>(N), *tok = c.take<int32_t>(N);
+    void *tmp = c.take<char>(tmp_bytes);
+    iota_kernel<<<(N + 255) / 256, 256, 0, cu_stream>>>(tok_in, N);
+    CU_LAUNCHED();
+    // ids are non-negative (checked by the forward), so sorting all 32 bits as signed is fine
+    CU_CHECK(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, ids, keys, tok_in, tok, N, 0, 32, cu_stream));
+    embed_bwd_runs<<<dim3((N + RUN_GROUP - 1) / RUN_GROUP, (d + COL_TILE - 1) / COL_TILE), COL_TILE, 0, cu_stream>>>(
+        keys, tok, (const bf16 *)dout, dE, N, d);
+    CU_LAUNCHED();
+}
+
+// ---- fused linear cross-entropy ----
+
+enum { CE_THREADS = 512, CE_SCRATCH_BYTES = 512 << 20 };
+
+__device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
+    if (m2 == -INFINITY) return;
+    if (m == -INFINITY) { m = m2, s = s2; return; }
+    float mx = fmaxf(m, m2);
+    s = s * expf(m - mx) + s2 * expf(m2 - mx);
+    m = mx;
+}
+
+// One block per row of the logits chunk. loss[n] = lse − logit[target] (−1 when ignored).
+// With grad: the row becomes (softmax − onehot)·grad_scale, bf16 (zeros when ignored).
+__global__ void ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV,
+                               float grad_scale, int grad, float *__restrict__ loss, int *err) {
+    __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
+    __shared__ float lse_s;
+    int row = blockIdx.x;
+    bf16 *lr = logits + (size_t)row * NV;
+    int tgt = targets[row];
+    if (tgt < 0 || tgt >= NV) {
+        if (tgt >= NV || (tgt < 0 && tgt != -100)) {
+            if (threadIdx.x == 0) *err = 2;
+        }
+        if (threadIdx.x == 0) loss[row] = -1.0f;
+        if (grad)
+            for (int v = threadIdx.x; v < NV; v += blockDim.x) lr[v] = f2bf(0.0f);
+        return;
+    }
+    float m = -INFINITY, s = 0.0f;
+    for (int v = threadIdx.x; v < NV; v += blockDim.x) {
+        float l = bf2f(lr[v]);
+        if (l > m) {
+            s = s * expf(m - l) + 1.0f; // expf(-inf) = 0 on the first element
+            m = l;
+        } else {
+            s += expf(l - m);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        lse_merge(m, s, m2, s2);
+    }
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) sm[warp] = m, ss[warp] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float M = sm[0], S = ss[0];
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(M, S, sm[i], ss[i]);
+        float lse = M + logf(S);
+        lse_s = lse;
+        loss[row] = lse - bf2f(lr[tgt]);
+    }
+    __syncthreads();
+    if (!grad) return;
+    float lse = lse_s;
+    for (int v = threadIdx.x; v < NV; v += blockDim.x) {
+        float p = expf(bf2f(lr[v]) - lse);
+        lr[v] = f2bf((p - (v == tgt ? 1.0f : 0.0f)) * grad_scale);
+    }
+}
+
+static float *host_loss;
+static size_t host_loss_n;
+
+double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                     void *dx, float *dE, long *n_valid) {
+    if (N <= 0) {
+        if (n_valid) *n_valid = 0;
+        return 0.0;
+    }
+    size_t per_row = (size_t)NV * sizeof(bf16);
+    int chunk = (int)(CE_SCRATCH_BYTES / per_row);
+    if (chunk >= 64) chunk -= chunk % 64;
+    if (chunk < 1) chunk = 1;
+    if (chunk > N) chunk = N;
+    cu_carve lay(NULL);
+    lay.take<bf16>((size_t)chunk * NV), lay.take<float>(N);
+    cu_carve c(cu_scratch(lay.off));
+    bf16 *logits = c.take<bf16>((size_t)chunk * NV);
+    float *loss = c.take<float>(N);
+    const bf16 *xb = (const bf16 *)x;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        int n = N - n0 < chunk ? N - n0 : chunk;
+        // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
+        cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
+        ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL, loss + n0,
+                                                       cu_err_flag);
+        CU_LAUNCHED();
+        if (dx) {
+            // dxᵀ[d,n] = E[d,NV]·dlogitsᵀ[NV,n]
+            cu_gemm(0, 0, d, n, NV, E, d, logits, NV, (bf16 *)dx + (size_t)n0 * d, d, 0, 1.0f, 0.0f, NULL);
+            // dEᵀ[d,NV] += xᵀ[d,n]·op_T(dlogitsᵀ[NV,n])
+            cu_gemm(0, 1, d, NV, n, xb + (size_t)n0 * d, d, logits, NV, dE, d, 1, 1.0f, 1.0f, NULL);
+        }
+    }
+    if ((size_t)N > host_loss_n) {
+        free(host_loss);
+        host_loss = (float *)kda_malloc((size_t)N * sizeof(float));
+        host_loss_n = N;
+    }
+    CU_CHECK(cudaMemcpyAsync(host_loss, loss, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, cu_stream));
+    CU_CHECK(cudaStreamSynchronize(cu_stream));
+    cu_check_error_flag();
+    double total = 0.0;
+    long valid = 0;
+    for (int i = 0; i < N; i++)
+        if (host_loss[i] >= 0.0f) total += host_loss[i], valid++;
+    if (n_valid) *n_valid = valid;
+    return total;
+}
+
+void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV) {
+    cu_gemm(1, 0, NV, N, d, E, d, x, d, logits, NV, 1, 1.0f, 0.0f, NULL);
+}

@@ -1,0 +1,173 @@
+// gemm.cu — cuBLASLt GEMMs (bf16 operands, fp32 accumulation) and the linear layer ops.
+//
+// Row-major kda tensors are column-major transposes, so y[N,O] = x[N,In]·W[O,In]ᵀ is the
+// column-major product yᵀ[O,N] = op_T(W)·xᵀ ("TN", the layout cuBLAS runs fastest).
+// Each distinct problem (shape, transposes, output type, bias, pointer alignment) gets one
+// plan (descriptors + the heuristic's first algorithm), created on first use and cached, so
+// the training step itself asks cuBLASLt for nothing but the matmul.
+#include "backend/cuda/cuda_common.cuh"
+
+#include <cublasLt.h>
+#include <string.h>
+
+#define CUBLAS_CHECK(call)                                                                   \
+    do {                                                                                     \
+        cublasStatus_t s_ = (call);                                                          \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                     \
+            kda_die_at(__FILE__, __LINE__, "cuBLASLt call %s failed: status %d (%s)", #call, \
+                       (int)s_, cublasLtGetStatusString(s_));                                \
+    } while (0)
+
+enum { WORKSPACE_BYTES = 32 << 20, MAX_PLANS = 256 };
+
+struct plan_key {
+    int ta, tb, m, n, k, lda, ldb, ldc, c_f32, bias;
+    unsigned align_a, align_b, align_c;
+};
+
+struct plan {
+    plan_key key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+
+static cublasLtHandle_t lt;
+static void *workspace;
+static plan plans[MAX_PLANS];
+static int n_plans, next_evict;
+
+void cu_gemm_init(void) {
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    CU_CHECK(cudaMalloc(&workspace, WORKSPACE_BYTES));
+}
+
+static unsigned ptr_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    unsigned al = 256;
+    while (al > 2 && (a & (al - 1))) al >>= 1;
+    return al;
+}
+
+static void plan_destroy(plan *p) {
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->lc);
+    cublasLtMatmulDescDestroy(p->desc);
+}
+
+static plan *plan_get(const plan_key *key) {
+    for (int i = 0; i < n_plans; i++)
+        if (!memcmp(&plans[i].key, key, sizeof *key)) return &plans[i];
+    plan *p;
+    if (n_plans < MAX_PLANS) {
+        p = &plans[n_plans++];
+    } else { // many distinct shapes (e.g. a sweep): recycle round-robin
+        p = &plans[next_evict];
+        next_evict = (next_evict + 1) % MAX_PLANS;
+        CU_CHECK(cudaStreamSynchronize(cu_stream));
+        plan_destroy(p);
+    }
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+    cudaDataType_t ct = key->c_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opa = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (key->bias) {
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS; // bias type = D type (bf16)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    }
+    // stored shapes (column-major): A is m×k (k×m when transposed), B is k×n (n×k)
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, key->ta ? key->k : key->m,
+                                            key->ta ? key->m : key->k, key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, key->tb ? key->n : key->k,
+                                            key->tb ? key->k : key->n, key->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ct, key->m, key->n, key->ldc));
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    uint32_t al[3] = {key->align_a, key->align_b, key->align_c};
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], 4));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found < 1)
+        kda_die("cuBLASLt has no algorithm for a %s%s GEMM m=%d n=%d k=%d (lda %d ldb %d ldc %d, %s output)",
+                key->ta ? "T" : "N", key->tb ? "T" : "N", key->m, key->n, key->k, key->lda, key->ldb, key->ldc,
+                key->c_f32 ? "fp32" : "bf16");
+    p->algo = res.algo;
+    return p;
+}
+
+void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C, int ldc,
+             int c_f32, float alpha, float beta, const void *bias) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) { // empty sum: C = beta·C
+        KDA_CHECK(beta == 0.0f || beta == 1.0f, "empty GEMM with beta %g", beta);
+        if (beta == 0.0f)
+            for (int j = 0; j < n; j++)
+                CU_CHECK(cudaMemsetAsync((char *)C + (size_t)j * ldc * (c_f32 ? 4 : 2), 0, (size_t)m * (c_f32 ? 4 : 2),
+                                         cu_stream));
+        return;
+    }
+    plan_key key;
+    memset(&key, 0, sizeof key);
+    key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+    key.c_f32 = c_f32, key.bias = bias != NULL;
+    key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_c = ptr_align(C);
+    plan *p = plan_get(&key);
+    if (bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
+                                workspace, WORKSPACE_BYTES, cu_stream));
+}
+
+// ---- linear ----
+
+void cu_linear_fwd(const void *x, const void *W, const void *bias, void *y, int N, int In, int O) {
+    // yᵀ[O,N] = op_T(W[In,O] col-major)·xᵀ[In,N]
+    cu_gemm(1, 0, O, N, In, W, In, x, In, y, O, 0, 1.0f, 0.0f, bias);
+}
+
+// dbias[o] += Σ_n dy[n,o]: block (32 columns × 8 row lanes) sums a fixed row range.
+__global__ void bias_grad_partial(const bf16 *__restrict__ dy, int N, int O, int rows_per_blk, float *__restrict__ part) {
+    __shared__ float s[8][33];
+    int o = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rows_per_blk, r1 = min(N, r0 + rows_per_blk);
+    float acc = 0.0f;
+    if (o < O)
+        for (int n = r0 + threadIdx.y; n < r1; n += 8) acc += bf2f(dy[(size_t)n * O + o]);
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < O) {
+        float t = 0.0f;
+        for (int i = 0; i < 8; i++) t += s[i][threadIdx.x];
+        part[(size_t)blockIdx.y * O + o] = t;
+    }
+}
+
+void cu_linear_bwd(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
+                   int O, int accumulate) {
+    // dxᵀ[In,N] = W[In,O] (col-major view of W) · dyᵀ[O,N]
+    if (dx) cu_gemm(0, 0, In, N, O, W, In, dy, O, dx, In, 0, 1.0f, accumulate ? 1.0f : 0.0f, NULL);
+    // dWᵀ[In,O] += xᵀ[In,N] · op_T(dyᵀ[O,N])
+    cu_gemm(0, 1, In, O, N, x, In, dy, O, dW, In, 1, 1.0f, 1.0f, NULL);
+    if (dbias && N > 0) {
+        int G = (N + 255) / 256;
+        if (G > 256) G = 256;
+        int rows = (N + G - 1) / G;
+        G = (N + rows - 1) / rows;
+        float *part = (float *)cu_scratch((size_t)G * O * sizeof(float));
+        bias_grad_partial<<<dim3((O + 31) / 32, G), dim3(32, 8), 0, cu_stream>>>((const bf16 *)dy, N, O, rows, part);
+        CU_LAUNCHED();
+        cu_colreduce_add(part, G, O, dbias);
+    }
+}

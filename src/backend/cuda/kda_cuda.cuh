@@ -1,0 +1,160 @@
+// kda_cuda.cuh — the KDA core on the GPU (kda-model.md §3): shapes, the layout of the saved
+// buffer, and the chunk-batched small GEMM that the forward and backward are built from.
+//
+// Tensors are token-major as in ops.h: a per-token tensor of width X is [B,T,H,X], so chunk c
+// of (b,h) is the C×X matrix of rows t = c·C .. c·C+n−1 (n = min(C, T−c·C); rows past n belong
+// to the next sequence and are never read or written). Per-chunk C×C matrices (Aqk, Tinv,
+// their gradients) use the same layout with X = C ("row t holds its chunk row"); per-chunk
+// state snapshots are [B, NT, H, K, V].
+#ifndef KDA_CUDA_CUH
+#define KDA_CUDA_CUH
+
+#include "backend/cuda/cuda_common.cuh"
+
+enum { KDA_MAX_C = 64, KDA_MAX_KV = 128, KDA_VT = 16 };
+
+struct kda_shape {
+    int B, T, H, K, V, C, NT;
+    float scale;
+    size_t R;  // B·T·H token rows
+    size_t NC; // B·NT·H chunks
+};
+
+static inline kda_shape kda_shape_of(const kda_core_dims *d) {
+    KDA_CHECK(d->chunk >= 1 && d->chunk <= KDA_MAX_C, "KDA chunk size %d: the CUDA core supports 1..%d", d->chunk,
+              KDA_MAX_C);
+    KDA_CHECK(d->K >= 1 && d->K <= KDA_MAX_KV && d->V >= 1 && d->V <= KDA_MAX_KV,
+              "KDA head sizes K=%d V=%d: the CUDA core supports 1..%d", d->K, d->V, KDA_MAX_KV);
+    kda_shape s;
+    s.B = d->B, s.T = d->T, s.H = d->H, s.K = d->K, s.V = d->V, s.C = d->chunk;
+    s.NT = (d->T + d->chunk - 1) / d->chunk;
+    s.scale = d->scale;
+    s.R = (size_t)d->B * d->T * d->H;
+    s.NC = (size_t)d->B * s.NT * d->H;
+    return s;
+}
+
+// Forward results kept for the backward (all inside the caller's 'saved' buffer).
+struct kda_saved {
+    bf16 *qn, *kn;       // l2-normalised q, k                      [R,K]
+    float *rq, *rk;      // their 1/norm                             [R]
+    float *G;            // Γ: chunk-local cumulative log-decay      [R,K]
+    float *beta;         // sigmoid(b)                               [R]
+    bf16 *qg, *kg, *kb;  // q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ            [R,K]
+    bf16 *vb;            // β·v                                      [R,V]
+    bf16 *Aqk, *Tinv;    // intra-chunk attention, (I+L)^-1          [R,C]
+    bf16 *Wm, *Um, *Vn;  // WY factors and the new values δ          [R,K], [R,V], [R,V]
+    bf16 *h;             // state at the start of each chunk         [NC,K,V]
+};
+
+static inline size_t kda_saved_layout(const kda_shape &s, void *base, kda_saved *o) {
+    cu_carve c(base);
+    o->qn = c.take<bf16>(s.R * s.K), o->kn = c.take<bf16>(s.R * s.K);
+    o->rq = c.take<float>(s.R), o->rk = c.take<float>(s.R);
+    o->G = c.take<float>(s.R * s.K), o->beta = c.take<float>(s.R);
+    o->qg = c.take<bf16>(s.R * s.K), o->kg = c.take<bf16>(s.R * s.K), o->kb = c.take<bf16>(s.R * s.K);
+    o->vb = c.take<bf16>(s.R * s.V);
+    o->Aqk = c.take<bf16>(s.R * s.C), o->Tinv = c.take<bf16>(s.R * s.C);
+    o->Wm = c.take<bf16>(s.R * s.K), o->Um = c.take<bf16>(s.R * s.V), o->Vn = c.take<bf16>(s.R * s.V);
+    o->h = c.take<bf16>(s.NC * s.K * s.V);
+    return c.off;
+}
+
+__device__ __forceinline__ size_t kda_row(const kda_shape &s, int b, int c, int h, int r) {
+    return ((size_t)b * s.T + (size_t)c * s.C + r) * s.H + h;
+}
+__device__ __forceinline__ size_t kda_chunk(const kda_shape &s, int b, int c, int h) {
+    return ((size_t)b * s.NT + c) * s.H + h;
+}
+
+__device__ __forceinline__ float tof(bf16 x) { return bf2f(x); }
+__device__ __forceinline__ float tof(float x) { return x; }
+
+// 16 bytes from an aligned address into fp32 registers (no local-memory round trip)
+__device__ __forceinline__ void load16(const float *p, float *x) {
+    float4 u = *(const float4 *)p;
+    x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w;
+}
+__device__ __forceinline__ void load16(const bf16 *p, float *x) {
+    uint4 u = *(const uint4 *)p;
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        x[2 * t] = __uint_as_float(w[t] << 16);           // bf16 → fp32: the high half of the word
+        x[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
+    }
+}
+
+// Copies columns [q0, q0+QL) of the chunk's token rows (a token-major tensor of row length ld)
+// into dst[r·pitch + q−q0] as fp32 for r < rows: rows r ≥ n and columns ≥ qmax become 0. Reads 16
+// bytes at a time where the row length, q0 and the pointer allow. All threads of the block call it.
+template <typename T>
+__device__ __forceinline__ void load_chunk_rows(const kda_shape &s, const T *p, int ld, int b, int c, int h, int n,
+                                                int rows, int q0, int QL, int qmax, float *dst, int pitch) {
+    constexpr int W = 16 / sizeof(T);
+    size_t base = kda_row(s, b, c, h, 0) * ld, rs = (size_t)s.H * ld;
+    bool vec = ld % W == 0 && q0 % W == 0 && ((uintptr_t)p & 15) == 0;
+    int nv = (QL + W - 1) / W;
+    for (int e = threadIdx.x; e < rows * nv; e += blockDim.x) {
+        int r = e / nv, qq = (e - r * nv) * W, q = q0 + qq;
+        const T *src = p + base + (size_t)r * rs + q;
+        float x[W];
+        if (vec && r < n && q + W <= qmax && qq + W <= QL) {
+            load16(src, x);
+        } else {
+#pragma unroll
+            for (int t = 0; t < W; t++) x[t] = (r < n && q + t < qmax && qq + t < QL) ? tof(src[t]) : 0.0f;
+        }
+#pragma unroll
+        for (int t = 0; t < W; t++)
+            if (qq + t < QL) dst[r * pitch + qq + t] = x[t];
+    }
+}
+
+// Launches a scan kernel (one instance per key-rows-per-thread count) with its dynamic shared memory.
+template <int KU, typename Kern, typename... Args>
+static inline void launch_scan(Kern kern, dim3 grid, size_t smem, Args... args) {
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kern<<<grid, 256, smem, cu_stream>>>(args...);
+}
+
+// ---- chunk-batched GEMM: for every chunk, out = Σ_terms alpha·op(A)·op(B) ----
+
+enum { KV_TOK = 0, KV_STATE = 1 };
+enum { KMASK_NONE = 0, KMASK_LOWER = 1, KMASK_STRICT = 2 };
+
+struct kview {
+    const void *p;
+    int f32;   // element type: fp32 (1) or bf16 (0)
+    int kind;  // KV_TOK: [B,T,H,ld] rows masked past n;  KV_STATE: [NC, srows, ld]
+    int ld;    // row length of the stored matrix
+    int srows; // rows per chunk for KV_STATE
+    int trans; // use the stored matrix transposed
+};
+
+static inline kview kv_tok(const void *p, int f32, int ld, int trans) {
+    kview v = {p, f32, KV_TOK, ld, 0, trans};
+    return v;
+}
+static inline kview kv_state(const void *p, int rows, int ld, int trans) {
+    kview v = {p, 0, KV_STATE, ld, rows, trans};
+    return v;
+}
+
+struct kgemm_term {
+    kview A, B;
+    int Kd;      // inner size
+    float alpha;
+};
+
+struct kgemm {
+    int M, N, nterms;
+    kgemm_term t[2];
+    void *out;   // token-major [B,T,H,out_ld]
+    int out_f32, out_ld, mask;
+};
+
+// out (M×N per chunk, rows < n only) = Σ alpha·op(A)·op(B), masked entries written as 0.
+void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
+
+#endif

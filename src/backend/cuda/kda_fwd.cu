@@ -1,0 +1,323 @@
+// kda_fwd.cu — chunked KDA forward on the GPU (kda-model.md §3.2, stages as listed there):
+//   1. prep   (per chunk): q,k ← l2norm (bf16 + fp32 rstd), β = sigmoid(b), Γ = chunk cumsum (warp scan) of
+//             α = −e^{A_log}·softplus(f + dt_bias) (fp32), and the bf16 GEMM operands
+//             q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ, β·v
+//   2. intra  (per chunk): Aqk (bf16, scaled), L (fp32), Tinv = (I+L)^-1 in fp32 by 16×16
+//             blocks (forward substitution on the diagonal blocks; bf16 store)
+//   3. WY     (chunk GEMMs): Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16)
+//   4. scan   (sequential over chunks, one block per (b, h, 16 value columns)): state S in
+//             fp32; snapshot h = bf16(S); Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
+//   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
+// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these for the backward.
+// Generation (cu_kda_fwd_chunked_state): the scan may start from a given fp32 state and hand
+// back the final one ([B,H,K,V], in place); the backward assumes a zero initial state.
+#include "backend/cuda/kda_cuda.cuh"
+
+size_t cu_kda_saved_bytes(const kda_core_dims *d) {
+    kda_shape s = kda_shape_of(d);
+    kda_saved sv;
+    return kda_saved_layout(s, NULL, &sv);
+}
+
+__device__ __forceinline__ float softplus20(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+
+// ---- 1. prep: grid (NT, H, B), 256 threads ----
+__global__ void __launch_bounds__(256)
+kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
+                const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log,
+                const bf16 *__restrict__ dt_bias, kda_saved sv) {
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int n = min(s.C, s.T - c * s.C);
+    int K = s.K, V = s.V;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int r = warp; r < n; r += 8) {
+        size_t row = kda_row(s, b, c, h, r);
+        float sq = 0.0f, sk = 0.0f;
+        for (int d = lane; d < K; d += 32) {
+            float a = bf2f(q[row * K + d]), e = bf2f(k[row * K + d]);
+            sq += a * a, sk += e * e;
+        }
+        sq = warp_sum(sq), sk = warp_sum(sk);
+        float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
+        for (int d = lane; d < K; d += 32) {
+            sv.qn[row * K + d] = f2bf(bf2f(q[row * K + d]) * rq);
+            sv.kn[row * K + d] = f2bf(bf2f(k[row * K + d]) * rk);
+        }
+        if (lane == 0) {
+            sv.rq[row] = rq, sv.rk[row] = rk;
+            sv.beta[row] = sigmoidf_(bf2f(bl[row]));
+        }
+    }
+    // Γ: per key column, an inclusive warp scan of α over the chunk's rows (lane: rows lane and lane+32)
+    float eA = expf(bf2f(A_log[h]));
+    for (int d = warp; d < K; d += 8) {
+        float dtb = bf2f(dt_bias[h * K + d]), a0 = 0.0f, a1 = 0.0f;
+        if (lane < n) a0 = -eA * softplus20(bf2f(f[kda_row(s, b, c, h, lane) * K + d]) + dtb);
+        if (lane + 32 < n) a1 = -eA * softplus20(bf2f(f[kda_row(s, b, c, h, lane + 32) * K + d]) + dtb);
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            float t0 = __shfl_up_sync(0xffffffffu, a0, o), t1 = __shfl_up_sync(0xffffffffu, a1, o);
+            if (lane >= o) a0 += t0, a1 += t1;
+        }
+        a1 += __shfl_sync(0xffffffffu, a0, 31);
+        if (lane < n) sv.G[kda_row(s, b, c, h, lane) * K + d] = a0;
+        if (lane + 32 < n) sv.G[kda_row(s, b, c, h, lane + 32) * K + d] = a1;
+    }
+    __syncthreads(); // global writes above are visible to the whole block from here
+    size_t last = kda_row(s, b, c, h, n - 1);
+    for (int e = threadIdx.x; e < n * K; e += blockDim.x) {
+        int r = e / K, d = e % K;
+        size_t row = kda_row(s, b, c, h, r), i = row * K + d;
+        float g = sv.G[i], gl = sv.G[last * K + d], be = sv.beta[row];
+        float qv = bf2f(sv.qn[i]), kv = bf2f(sv.kn[i]);
+        sv.qg[i] = f2bf(qv * expf(g));
+        sv.kg[i] = f2bf(kv * expf(gl - g));
+        sv.kb[i] = f2bf(be * kv * expf(g));
+    }
+    for (int e = threadIdx.x; e < n * V; e += blockDim.x) {
+        int r = e / V, j = e % V;
+        size_t row = kda_row(s, b, c, h, r);
+        sv.vb[row * V + j] = f2bf(sv.beta[row] * bf2f(v[row * V + j]));
+    }
+}
+
+// ---- 2. intra: grid (NT, H, B), 256 threads ----
+enum { DT = 32 };
+
+// p = r(r+1)/2 + j with 0 ≤ j ≤ r: false when p ≥ np
+__device__ __forceinline__ bool tri_pair(int p, int np, int *r, int *j) {
+    if (p >= np) return false;
+    int x = (int)((sqrtf(8.0f * p + 1.0f) - 1.0f) * 0.5f);
+    if ((x + 1) * (x + 2) / 2 <= p) x++;
+    if (x * (x + 1) / 2 > p) x--;
+    *r = x, *j = p - x * (x + 1) / 2;
+    return true;
+}
+
+__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
+    __shared__ float buf[3 * KDA_MAX_C * (DT + 1)]; // q,k,Γ slices; later X = Tinv [64][65] + Y
+    __shared__ float Ls[KDA_MAX_C][KDA_MAX_C + 1];
+    static_assert(3 * KDA_MAX_C * (DT + 1) >= KDA_MAX_C * (KDA_MAX_C + 1) + 3 * 256, "X and Y fit in buf");
+    float(*qs)[DT + 1] = (float(*)[DT + 1])buf;
+    float(*ks)[DT + 1] = (float(*)[DT + 1])(buf + KDA_MAX_C * (DT + 1));
+    float(*gs)[DT + 1] = (float(*)[DT + 1])(buf + 2 * KDA_MAX_C * (DT + 1));
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int n = min(s.C, s.T - c * s.C), K = s.K, C = s.C;
+    int tid = threadIdx.x;
+    // the chunk's lower-triangle pairs (r, j ≤ r), p = r(r+1)/2 + j, spread over the threads
+    enum { NPAIR = KDA_MAX_C * (KDA_MAX_C + 1) / 2, PPT = (NPAIR + 255) / 256 };
+    float aa[PPT], al[PPT];
+#pragma unroll
+    for (int x = 0; x < PPT; x++) aa[x] = al[x] = 0.0f;
+    for (int d0 = 0; d0 < K; d0 += DT) {
+        for (int e = tid; e < KDA_MAX_C * DT; e += 256) {
+            int r = e / DT, dd = e % DT, d = d0 + dd;
+            bool ok = r < n && d < K;
+            size_t i = ok ? kda_row(s, b, c, h, r) * K + d : 0;
+            qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
+            ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
+            gs[r][dd] = ok ? sv.G[i] : 0.0f;
+        }
+        __syncthreads();
+        int dn = min(DT, K - d0);
+#pragma unroll
+        for (int x = 0; x < PPT; x++) {
+            int r, j;
+            if (!tri_pair(tid + 256 * x, NPAIR, &r, &j) || r >= n) continue;
+            float sa = 0.0f, sl = 0.0f;
+            for (int dd = 0; dd < dn; dd++) {
+                float e = expf(gs[r][dd] - gs[j][dd]); // j ≤ r: exponent ≤ 0
+                float kj = ks[j][dd];
+                sa += qs[r][dd] * kj * e;
+                sl += ks[r][dd] * kj * e;
+            }
+            aa[x] += sa, al[x] += sl;
+        }
+        __syncthreads();
+    }
+    // Aqk (bf16, every column of the row written: zeros above the diagonal) and L in shared memory
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += 256) {
+        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
+        Ls[r][j] = 0.0f;
+        if (r < n && j > r && j < C) sv.Aqk[kda_row(s, b, c, h, r) * C + j] = f2bf(0.0f);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int x = 0; x < PPT; x++) {
+        int r, j;
+        if (!tri_pair(tid + 256 * x, NPAIR, &r, &j) || r >= n) continue;
+        size_t row = kda_row(s, b, c, h, r);
+        sv.Aqk[row * C + j] = f2bf(s.scale * aa[x]);
+        if (j < r) Ls[r][j] = sv.beta[row] * al[x];
+    }
+    __syncthreads();
+    // Tinv = (I+L)^-1, unit lower triangular, in 16×16 blocks (rows and columns past n are those of
+    // I): the four diagonal blocks by forward substitution (64 threads, one column each), then the
+    // off-diagonal blocks one block diagonal at a time, X_ij = −X_ii·Σ_{k=j..i−1} L_ik·X_kj.
+    float(*X)[KDA_MAX_C + 1] = (float(*)[KDA_MAX_C + 1])buf;
+    float *Y = buf + KDA_MAX_C * (KDA_MAX_C + 1); // 3 blocks of 16×16
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += 256) {
+        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
+        X[r][j] = r == j ? 1.0f : 0.0f;
+    }
+    __syncthreads();
+    if (tid < KDA_MAX_C) {
+        int j = tid, rend = (j / 16 + 1) * 16;
+        for (int r = j + 1; r < rend; r++) {
+            float acc = 0.0f;
+            for (int m = j; m < r; m++) acc += Ls[r][m] * X[m][j];
+            X[r][j] = -acc;
+        }
+    }
+    for (int st = 1; st < 4; st++) {
+        int np = 4 - st; // block pairs (i, j) = (p + st, p), p < np
+        __syncthreads();
+        for (int e = tid; e < np * 256; e += 256) {
+            int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, row = (p + st) * 16 + rr, col = p * 16 + cc;
+            float acc = 0.0f;
+            for (int m = p * 16; m < (p + st) * 16; m++) acc += Ls[row][m] * X[m][col];
+            Y[e] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < np * 256; e += 256) {
+            int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i0 = (p + st) * 16;
+            float acc = 0.0f;
+#pragma unroll
+            for (int m = 0; m < 16; m++) acc += X[i0 + rr][i0 + m] * Y[(p << 8) + m * 16 + cc];
+            X[i0 + rr][p * 16 + cc] = -acc;
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < n * C; e += 256) {
+        int r = e / C, j = e % C;
+        sv.Tinv[kda_row(s, b, c, h, r) * C + j] = f2bf(X[r][j]);
+    }
+}
+
+// ---- 4. state scan: grid (ceil(V/VT), H, B), 256 threads, dynamic shared memory ----
+struct scan_smem {
+    static size_t bytes(int K, int C) {
+        return sizeof(float) * ((size_t)2 * K * KDA_VT + 2 * (size_t)C * (K + 1) + 2 * (size_t)C * KDA_VT + K);
+    }
+};
+
+// Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
+// block reads and writes only its own 16 value columns.
+template <int KU> // key rows per thread: K ≤ 16·KU
+__global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
+    extern __shared__ float sm[];
+    int K = s.K, V = s.V, C = s.C, KP = K + 1;
+    float *S = sm, *Sb = S + K * KDA_VT, *wm = Sb + K * KDA_VT, *kgs = wm + C * KP, *um = kgs + C * KP,
+          *vn = um + C * KDA_VT, *decay = vn + C * KDA_VT;
+    int v0 = blockIdx.x * KDA_VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+    float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
+    for (int e = tid; e < K * KDA_VT; e += 256) {
+        int d = e / KDA_VT, v = e % KDA_VT;
+        S[e] = Sg && v0 + v < V ? Sg[(size_t)d * V + v0 + v] : 0.0f;
+    }
+    for (int c = 0; c < s.NT; c++) {
+        int n = min(C, s.T - c * C);
+        size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
+        for (int e = tid; e < K * KDA_VT; e += 256) {
+            int d = e / KDA_VT, v = e % KDA_VT;
+            bf16 hb = f2bf(S[e]);
+            Sb[e] = bf2f(hb);
+            if (v0 + v < V) sv.h[(ch * K + d) * V + v0 + v] = hb;
+        }
+        load_chunk_rows(s, sv.Wm, K, b, c, h, n, C, 0, K, K, wm, KP);
+        load_chunk_rows(s, sv.kg, K, b, c, h, n, C, 0, K, K, kgs, KP);
+        load_chunk_rows(s, sv.Um, V, b, c, h, n, C, v0, KDA_VT, V, um, KDA_VT);
+        for (int d = tid; d < K; d += 256) decay[d] = expf(sv.G[last * K + d]);
+        __syncthreads();
+        // a thread: value column v, rows r0 + 16u (u < 4) and key rows r0 + 16u (u < KU)
+        int v = tid % KDA_VT, r0 = tid / KDA_VT;
+        {
+            float acc[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) acc[u] = r0 + 16 * u < C ? um[(r0 + 16 * u) * KDA_VT + v] : 0.0f;
+            for (int d = 0; d < K; d++) {
+                float sb = Sb[d * KDA_VT + v];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    if (r0 + 16 * u < C) acc[u] -= wm[(r0 + 16 * u) * KP + d] * sb;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int r = r0 + 16 * u;
+                if (r >= C) continue;
+                float x = 0.0f;
+                if (r < n) {
+                    bf16 xb = f2bf(acc[u]);
+                    x = bf2f(xb);
+                    if (v0 + v < V) sv.Vn[kda_row(s, b, c, h, r) * V + v0 + v] = xb;
+                }
+                vn[r * KDA_VT + v] = x;
+            }
+        }
+        __syncthreads();
+        {
+            float acc[KU];
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                int d = r0 + 16 * u;
+                acc[u] = d < K ? decay[d] * S[d * KDA_VT + v] : 0.0f;
+            }
+            for (int r = 0; r < n; r++) {
+                float x = vn[r * KDA_VT + v];
+#pragma unroll
+                for (int u = 0; u < KU; u++)
+                    if (r0 + 16 * u < K) acc[u] += kgs[r * KP + r0 + 16 * u] * x;
+            }
+#pragma unroll
+            for (int u = 0; u < KU; u++)
+                if (r0 + 16 * u < K) S[(r0 + 16 * u) * KDA_VT + v] = acc[u];
+        }
+        __syncthreads();
+    }
+    if (Sg)
+        for (int e = tid; e < K * KDA_VT; e += 256) {
+            int d = e / KDA_VT, v = e % KDA_VT;
+            if (v0 + v < V) Sg[(size_t)d * V + v0 + v] = S[e];
+        }
+}
+
+void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
+                const void *A_log, const void *dt_bias, void *o, void *saved) {
+    cu_kda_fwd_chunked_state(d, q, k, v, f, b, A_log, dt_bias, o, saved, NULL);
+}
+
+void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
+                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S) {
+    kda_shape s = kda_shape_of(d);
+    if (s.R == 0) return;
+    kda_saved sv;
+    kda_saved_layout(s, saved, &sv);
+    dim3 grid(s.NT, s.H, s.B);
+    kda_prep_kernel<<<grid, 256, 0, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                                 (const bf16 *)f, (const bf16 *)b, (const bf16 *)A_log,
+                                                 (const bf16 *)dt_bias, sv);
+    CU_LAUNCHED();
+    kda_intra_kernel<<<grid, 256, 0, cu_stream>>>(s, sv);
+    CU_LAUNCHED();
+    kgemm g = {};
+    g.nterms = 1, g.M = s.C, g.mask = KMASK_NONE, g.out_f32 = 0;
+    g.t[0].A = kv_tok(sv.Tinv, 0, s.C, 0), g.t[0].Kd = s.C, g.t[0].alpha = 1.0f;
+    g.t[0].B = kv_tok(sv.kb, 0, s.K, 0), g.N = s.K, g.out = sv.Wm, g.out_ld = s.K;
+    kda_chunk_gemm(s, g); // Wm = Tinv·kb
+    g.t[0].B = kv_tok(sv.vb, 0, s.V, 0), g.N = s.V, g.out = sv.Um, g.out_ld = s.V;
+    kda_chunk_gemm(s, g); // Um = Tinv·vb
+    size_t smem = scan_smem::bytes(s.K, s.C);
+    int ku = (s.K + 15) / 16;
+    if (ku <= 1) launch_scan<1>(kda_scan_fwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else if (ku <= 2) launch_scan<2>(kda_scan_fwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else if (ku <= 4) launch_scan<4>(kda_scan_fwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else launch_scan<8>(kda_scan_fwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    CU_LAUNCHED();
+    kgemm go = {};
+    go.nterms = 2, go.M = s.C, go.N = s.V, go.out = o, go.out_f32 = 0, go.out_ld = s.V, go.mask = KMASK_NONE;
+    go.t[0].A = kv_tok(sv.qg, 0, s.K, 0), go.t[0].B = kv_state(sv.h, s.K, s.V, 0), go.t[0].Kd = s.K;
+    go.t[0].alpha = s.scale;
+    go.t[1].A = kv_tok(sv.Aqk, 0, s.C, 0), go.t[1].B = kv_tok(sv.Vn, 0, s.V, 0), go.t[1].Kd = s.C;
+    go.t[1].alpha = 1.0f;
+    kda_chunk_gemm(s, go); // O = s·qg·h + Aqk·Vn
+}

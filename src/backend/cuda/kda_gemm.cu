@@ -1,0 +1,131 @@
+// kda_gemm.cu — the chunk-batched small GEMM of the KDA core (see kda_cuda.cuh), on tensor
+// cores. A block computes one 64×64 output tile of one chunk. 64-deep slices of the operands are
+// staged in shared memory as bf16, read 16 bytes at a time along the stored rows; an fp32
+// operand is staged as two bf16 parts, hi + lo, so that it keeps ~16 bits (each of its products
+// is then two bf16 MMAs). 8 warps multiply 16×16×16 fragments with fp32 accumulation (WMMA);
+// each term's alpha scales its fp32 sum. Operands are read through views (kda_cuda.cuh), so
+// bf16/fp32, transposes, token rows past the sequence end (zeros) and state snapshots all go
+// through the same code.
+#include <mma.h>
+
+#include "backend/cuda/kda_cuda.cuh"
+
+using namespace nvcuda;
+
+enum { TM = 64, WK = 64, AP = WK + 8, BP = TM + 8, CPD = TM + 4 };
+
+union __align__(32) gemm_smem {
+    struct {
+        bf16 Ah[TM][AP], Al[TM][AP]; // A slice, row-major [i][k]
+        bf16 Bh[WK][BP], Bl[WK][BP]; // B slice, row-major [k][j]
+    } in;
+    float Cs[TM][CPD]; // the finished tile
+};
+
+// Stages the logical block x ∈ [X0, X0+XL), y ∈ [Y0, Y0+YL) of a view into dst[x−X0][y−Y0]
+// (row pitch 'pitch'; an fp32 view also leaves its low part in lo): zeros where x ≥ xmax, y ≥ ymax
+// or the stored token row is past n. The stored matrix is read along its rows, 8 elements per
+// load (16 bytes of bf16, 2 × 16 of fp32) where the row length and the pointer allow it.
+__device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, int b, int c, int h, int n, int X0,
+                                            int XL, int xmax, int Y0, int YL, int ymax, bf16 *hi, bf16 *lo,
+                                            int pitch) {
+    int R0 = v.trans ? Y0 : X0, RL = v.trans ? YL : XL, Q0 = v.trans ? X0 : Y0, QL = v.trans ? XL : YL;
+    int rmax = v.trans ? ymax : xmax, qmax = v.trans ? xmax : ymax;
+    size_t base, rstride; // stored row r starts at element base + r·rstride
+    if (v.kind == KV_TOK) {
+        rmax = min(rmax, n);
+        base = kda_row(s, b, c, h, 0) * v.ld, rstride = (size_t)s.H * v.ld;
+    } else {
+        base = kda_chunk(s, b, c, h) * v.srows * v.ld, rstride = v.ld;
+    }
+    bool vec = v.ld % 8 == 0 && ((uintptr_t)v.p & 15) == 0;
+    int nvq = QL / 8;
+    for (int e = threadIdx.x; e < RL * nvq; e += blockDim.x) {
+        int rr = e / nvq, qq = (e - rr * nvq) * 8, r = R0 + rr, q = Q0 + qq;
+        float x[8];
+        size_t off = base + (size_t)r * rstride + q;
+        if (vec && r < rmax && q + 8 <= qmax) {
+            if (v.f32) {
+                load16((const float *)v.p + off, x);
+                load16((const float *)v.p + off + 4, x + 4);
+            } else {
+                load16((const bf16 *)v.p + off, x);
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < 8; t++) {
+                bool ok = r < rmax && q + t < qmax;
+                x[t] = !ok ? 0.0f : v.f32 ? ((const float *)v.p)[off + t] : bf2f(((const bf16 *)v.p)[off + t]);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            int o = v.trans ? (qq + t) * pitch + rr : rr * pitch + qq + t;
+            bf16 hv = f2bf(x[t]);
+            hi[o] = hv;
+            if (v.f32) lo[o] = f2bf(x[t] - bf2f(hv));
+        }
+    }
+}
+
+__global__ void __launch_bounds__(256) chunk_gemm_kernel(kda_shape s, kgemm g, int tiles_n, int tiles) {
+    __shared__ gemm_smem sm;
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z / tiles, tile = blockIdx.z % tiles;
+    int i0 = (tile / tiles_n) * TM, j0 = (tile % tiles_n) * TM;
+    int n = min(s.C, s.T - c * s.C);
+    int tid = threadIdx.x, warp = tid >> 5, wr = (warp >> 1) * 16, wc = (warp & 1) * 32;
+    typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> facc;
+    facc acc[2], part[2];
+    wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
+    for (int t = 0; t < g.nterms; t++) {
+        const kgemm_term &tm = g.t[t];
+        bool splitA = tm.A.f32, splitB = tm.B.f32;
+        wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
+        for (int k0 = 0; k0 < tm.Kd; k0 += WK) {
+            __syncthreads();
+            stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
+            stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < WK; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> ah, al;
+                wmma::load_matrix_sync(ah, &sm.in.Ah[wr][kk], AP);
+                if (splitA) wmma::load_matrix_sync(al, &sm.in.Al[wr][kk], AP);
+#pragma unroll
+                for (int f = 0; f < 2; f++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> bh, bl;
+                    wmma::load_matrix_sync(bh, &sm.in.Bh[kk][wc + 16 * f], BP);
+                    wmma::mma_sync(part[f], ah, bh, part[f]);
+                    if (splitA) wmma::mma_sync(part[f], al, bh, part[f]);
+                    if (splitB) {
+                        wmma::load_matrix_sync(bl, &sm.in.Bl[kk][wc + 16 * f], BP);
+                        wmma::mma_sync(part[f], ah, bl, part[f]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int f = 0; f < 2; f++)
+            for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
+    }
+    __syncthreads(); // Cs overlays the operand slices
+    wmma::store_matrix_sync(&sm.Cs[wr][wc], acc[0], CPD, wmma::mem_row_major);
+    wmma::store_matrix_sync(&sm.Cs[wr][wc + 16], acc[1], CPD, wmma::mem_row_major);
+    __syncthreads();
+    for (int e = tid; e < TM * TM; e += 256) {
+        int ii = e / TM, jj = e % TM, i = i0 + ii, j = j0 + jj;
+        if (i >= g.M || i >= n || j >= g.N) continue;
+        float v = sm.Cs[ii][jj];
+        if ((g.mask == KMASK_LOWER && j > i) || (g.mask == KMASK_STRICT && j >= i)) v = 0.0f;
+        size_t o = kda_row(s, b, c, h, i) * g.out_ld + j;
+        if (g.out_f32) ((float *)g.out)[o] = v;
+        else ((bf16 *)g.out)[o] = f2bf(v);
+    }
+}
+
+void kda_chunk_gemm(const kda_shape &s, const kgemm &g) {
+    int tiles_n = (g.N + TM - 1) / TM, tiles = ((g.M + TM - 1) / TM) * tiles_n;
+    KDA_CHECK((size_t)s.B * tiles <= 65535, "KDA batch %d too large for the chunk GEMM grid", s.B);
+    chunk_gemm_kernel<<<dim3(s.NT, s.H, s.B * tiles), 256, 0, cu_stream>>>(s, g, tiles_n, tiles);
+    CU_LAUNCHED();
+}

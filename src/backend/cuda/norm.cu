@@ -1,0 +1,171 @@
+// norm.cu — RMSNorm and gated RMSNorm (kda-model.md §2.7, §2.3 step 8), forward and backward.
+// One warp per row; statistics in fp32; one bf16 rounding per stored element. The weight
+// gradients are reduced deterministically: each warp accumulates its rows (fixed order) in its
+// own shared-memory slice, the block sums its warps in order into a partial row, and
+// cu_colreduce_add sums the partial rows in order.
+#include "backend/cuda/cuda_common.cuh"
+
+enum { MAX_BLOCKS = 1024, SMEM_FLOATS = 12288 }; // 48 KiB of per-warp dw slices
+
+// rows handled by warp w of block g: g*WPB + w, then + G*WPB ...
+struct row_grid {
+    int wpb, G;
+};
+
+static row_grid grid_for(int rows, int width) {
+    row_grid rg;
+    rg.wpb = SMEM_FLOATS / width;
+    if (rg.wpb > 8) rg.wpb = 8;
+    if (rg.wpb < 1) kda_die("norm width %d is larger than the CUDA norm kernels support (%d)", width, SMEM_FLOATS);
+    rg.G = (rows + rg.wpb - 1) / rg.wpb;
+    if (rg.G > MAX_BLOCKS) rg.G = MAX_BLOCKS;
+    if (rg.G < 1) rg.G = 1;
+    return rg;
+}
+
+// ---- RMSNorm: y = x·rstd·w ----
+
+__global__ void rmsnorm_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+                                   float *__restrict__ rstd, int N, int d, float eps) {
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const bf16 *xr = x + (size_t)row * d;
+    float ss = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float v = bf2f(xr[j]);
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    float r = rsqrtf(ss / d + eps);
+    if (lane == 0) rstd[row] = r;
+    bf16 *yr = y + (size_t)row * d;
+    for (int j = lane; j < d; j += 32) yr[j] = f2bf(bf2f(xr[j]) * r * bf2f(w[j]));
+}
+
+void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps) {
+    if (N <= 0) return;
+    rmsnorm_fwd_kernel<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d,
+                                                          eps);
+    CU_LAUNCHED();
+}
+
+// dx = r·(dy·w − c·x), c = (Σ dy·w·x)/d·r²;  dw += Σ_rows dy·x·r
+__global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w,
+                                   const float *__restrict__ rstd, const bf16 *__restrict__ dy, bf16 *__restrict__ dx,
+                                   float *__restrict__ part, int N, int d, int accumulate) {
+    extern __shared__ float dws[]; // [wpb][d]
+    int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *my = dws + (size_t)warp * d;
+    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    for (int row = blockIdx.x * wpb + warp; row < N; row += gridDim.x * wpb) {
+        const bf16 *xr = x + (size_t)row * d, *gr = dy + (size_t)row * d;
+        float r = rstd[row];
+        float dot = 0.0f;
+        for (int j = lane; j < d; j += 32) {
+            float xv = bf2f(xr[j]), g = bf2f(gr[j]);
+            dot += g * bf2f(w[j]) * xv;
+            my[j] += g * xv * r;
+        }
+        dot = warp_sum(dot);
+        float c = dot / d * r * r;
+        bf16 *o = dx + (size_t)row * d;
+        for (int j = lane; j < d; j += 32) {
+            float v = r * (bf2f(gr[j]) * bf2f(w[j]) - c * bf2f(xr[j]));
+            o[j] = f2bf(accumulate ? bf2f(o[j]) + v : v);
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float t = 0.0f;
+        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
+        part[(size_t)blockIdx.x * d + j] = t;
+    }
+}
+
+void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
+                    int accumulate) {
+    if (N <= 0) return;
+    row_grid rg = grid_for(N, d);
+    float *part = (float *)cu_scratch((size_t)rg.G * d * sizeof(float));
+    rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
+        (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, N, d, accumulate);
+    CU_LAUNCHED();
+    cu_colreduce_add(part, rg.G, d, dw);
+}
+
+// ---- gated RMSNorm: y = o·rstd·w ⊙ sigmoid(u), rows of width V ----
+
+__global__ void gated_rmsnorm_fwd_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
+                                         const bf16 *__restrict__ w, bf16 *__restrict__ y, float *__restrict__ rstd,
+                                         int rows, int V, float eps) {
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    size_t base = (size_t)row * V;
+    float ss = 0.0f;
+    for (int j = lane; j < V; j += 32) {
+        float v = bf2f(o[base + j]);
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    float r = rsqrtf(ss / V + eps);
+    if (lane == 0) rstd[row] = r;
+    for (int j = lane; j < V; j += 32)
+        y[base + j] = f2bf(bf2f(o[base + j]) * r * bf2f(w[j]) * sigmoidf_(bf2f(u[base + j])));
+}
+
+void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
+                          float eps) {
+    if (rows <= 0) return;
+    gated_rmsnorm_fwd_kernel<<<(rows + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)o, (const bf16 *)u, (const bf16 *)w,
+                                                                   (bf16 *)y, rstd, rows, V, eps);
+    CU_LAUNCHED();
+}
+
+// s = sigmoid(u): d_o = r·(dy·w·s − c·o), c = (Σ dy·w·s·o)/V·r²;  du = dy·o·r·w·s(1−s);
+// dw += Σ dy·o·r·s
+__global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
+                                         const bf16 *__restrict__ w, const float *__restrict__ rstd,
+                                         const bf16 *__restrict__ dy, bf16 *__restrict__ d_o, bf16 *__restrict__ du,
+                                         float *__restrict__ part, int rows, int V) {
+    extern __shared__ float dws[];
+    int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *my = dws + (size_t)warp * V;
+    for (int j = lane; j < V; j += 32) my[j] = 0.0f;
+    for (int row = blockIdx.x * wpb + warp; row < rows; row += gridDim.x * wpb) {
+        size_t base = (size_t)row * V;
+        float r = rstd[row];
+        float dot = 0.0f;
+        for (int j = lane; j < V; j += 32) {
+            float s = sigmoidf_(bf2f(u[base + j])), g = bf2f(dy[base + j]), ov = bf2f(o[base + j]), wj = bf2f(w[j]);
+            dot += g * wj * s * ov;
+            my[j] += g * ov * r * s;
+            du[base + j] = f2bf(g * (ov * r) * wj * s * (1.0f - s));
+        }
+        dot = warp_sum(dot);
+        float c = dot / V * r * r;
+        for (int j = lane; j < V; j += 32) {
+            float s = sigmoidf_(bf2f(u[base + j]));
+            d_o[base + j] = f2bf(r * (bf2f(dy[base + j]) * bf2f(w[j]) * s - c * bf2f(o[base + j])));
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float t = 0.0f;
+        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * V + j];
+        part[(size_t)blockIdx.x * V + j] = t;
+    }
+}
+
+void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
+                          void *du, float *dw, int rows, int V) {
+    if (rows <= 0) return;
+    row_grid rg = grid_for(rows, V);
+    float *part = (float *)cu_scratch((size_t)rg.G * V * sizeof(float));
+    gated_rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * V * sizeof(float), cu_stream>>>(
+        (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part, rows,
+        V);
+    CU_LAUNCHED();
+    cu_colreduce_add(part, rg.G, V, dw);
+}

@@ -1,0 +1,171 @@
+// ops_cuda.cu — the CUDA backend's table (ops.h), device start-up, memory and scratch.
+// Everything runs on one stream (cu_stream); ops return without waiting except those that
+// hand a number back to the host (lm_head_ce, sumsq, has_nonfinite, to_host, sync).
+#include "backend/cuda/cuda_common.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "comm/dist.h"
+}
+
+cudaStream_t cu_stream;
+int *cu_err_flag;
+
+static void *scratch_ptr;
+static size_t scratch_size;
+
+void *cu_scratch(size_t bytes) {
+    if (bytes <= scratch_size) return scratch_ptr;
+    if (scratch_ptr) {
+        CU_CHECK(cudaStreamSynchronize(cu_stream)); // queued kernels may still read the old one
+        CU_CHECK(cudaFree(scratch_ptr));
+        scratch_ptr = NULL;
+    }
+    size_t want = bytes + bytes / 8; // some headroom so small growth does not reallocate
+    scratch_ptr = NULL;
+    if (cudaMalloc(&scratch_ptr, want) != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        kda_die("out of GPU memory: the CUDA backend's scratch needs %.3f GiB, %.3f GiB of %.3f GiB are free; "
+                "lower micro_batch_size or seq_length",
+                want / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
+    }
+    scratch_size = want;
+    return scratch_ptr;
+}
+
+void cu_check_error_flag(void) {
+    int flag = 0;
+    CU_CHECK(cudaMemcpyAsync(&flag, cu_err_flag, sizeof flag, cudaMemcpyDeviceToHost, cu_stream));
+    CU_CHECK(cudaStreamSynchronize(cu_stream));
+    if (flag == 1) kda_die("a token id outside [0, vocab_size) reached the GPU embedding; check the data against the tokenizer's vocab_size");
+    if (flag == 2) kda_die("a target id outside [0, vocab_size) (and not -100) reached the GPU loss; check the data against the tokenizer's vocab_size");
+}
+
+// ---- memory ----
+
+static void *cu_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        kda_die("out of GPU memory: asked for %.3f GiB, %.3f GiB of %.3f GiB are free (%s); "
+                "lower micro_batch_size or seq_length",
+                bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0, cudaGetErrorString(e));
+    }
+    return p;
+}
+static void cu_free(void *p) {
+    if (p) CU_CHECK(cudaFree(p));
+}
+static void cu_zero(void *p, size_t bytes) { CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu_stream)); }
+static void cu_to_device(void *dst, const void *src, size_t bytes) {
+    // pageable source: returns once the bytes are staged, so the caller may reuse src at once
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu_stream));
+}
+static void cu_to_host(void *dst, const void *src, size_t bytes) {
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu_stream));
+    CU_CHECK(cudaStreamSynchronize(cu_stream));
+}
+static void cu_sync(void) {
+    CU_CHECK(cudaStreamSynchronize(cu_stream));
+    cu_check_error_flag();
+}
+
+// ---- column reduction shared by the ops that produce parameter gradients ----
+
+__global__ void colreduce_add_kernel(const float *__restrict__ partial, int G, size_t ncols, float *__restrict__ out) {
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= ncols) return;
+    float acc = 0.0f;
+    for (int g = 0; g < G; g++) acc += partial[(size_t)g * ncols + j];
+    out[j] += acc;
+}
+
+void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out) {
+    colreduce_add_kernel<<<cu_blocks(ncols, 256), 256, 0, cu_stream>>>(partial, G, ncols, out);
+    CU_LAUNCHED();
+}
+
+// ---- the table ----
+
+static const kda_ops cuda_ops = {
+    .name = "cuda",
+    .act_bytes = 2,
+    .w_bytes = 2,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .zero = cu_zero,
+    .to_device = cu_to_device,
+    .to_host = cu_to_host,
+    .sync = cu_sync,
+    .embed_fwd = cu_embed_fwd,
+    .embed_bwd = cu_embed_bwd,
+    .lm_head_ce = cu_lm_head_ce,
+    .lm_head_logits = cu_lm_head_logits,
+    .rmsnorm_fwd = cu_rmsnorm_fwd,
+    .rmsnorm_bwd = cu_rmsnorm_bwd,
+    .gated_rmsnorm_fwd = cu_gated_rmsnorm_fwd,
+    .gated_rmsnorm_bwd = cu_gated_rmsnorm_bwd,
+    .linear_fwd = cu_linear_fwd,
+    .linear_bwd = cu_linear_bwd,
+    .conv_silu_fwd = cu_conv_silu_fwd,
+    .conv_silu_bwd = cu_conv_silu_bwd,
+    .kda_saved_bytes = cu_kda_saved_bytes,
+    .kda_fwd = cu_kda_fwd,
+    .kda_bwd = cu_kda_bwd,
+    .conv_silu_step = cu_conv_silu_step,
+    .kda_fwd_state = cu_kda_fwd_state,
+    .swiglu_fwd = cu_swiglu_fwd,
+    .swiglu_bwd = cu_swiglu_bwd,
+    .add = cu_add,
+    .sumsq = cu_sumsq,
+    .scale = cu_scale,
+    .adamw = cu_adamw,
+    .master_to_work = cu_master_to_work,
+    .has_nonfinite = cu_has_nonfinite,
+};
+
+static int probed;          // 0: not yet, 1: usable, -1: not usable
+static char why_buf[512];
+
+extern "C" const kda_ops *kda_ops_cuda(const char **why) {
+    if (probed == 0) {
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess || n == 0) {
+            snprintf(why_buf, sizeof why_buf, "no CUDA device found (%s)",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount reports 0 devices");
+            (void)cudaGetLastError();
+            probed = -1;
+        } else {
+            // One process per GPU: the launcher's local rank picks the device (0 without one).
+            int dev = kda_dist_env_local_rank() % n;
+            cudaDeviceProp prop;
+            CU_CHECK(cudaGetDeviceProperties(&prop, dev));
+            if (prop.major != 9 || prop.minor != 0) {
+                snprintf(why_buf, sizeof why_buf,
+                         "GPU %d (%s) has compute capability %d.%d; this kda has kernels for 9.0 (H100/H200) only",
+                         dev, prop.name, prop.major, prop.minor);
+                probed = -1;
+            } else {
+                CU_CHECK(cudaSetDevice(dev));
+                CU_CHECK(cudaStreamCreate(&cu_stream));
+                CU_CHECK(cudaMalloc(&cu_err_flag, sizeof(int)));
+                CU_CHECK(cudaMemsetAsync(cu_err_flag, 0, sizeof(int), cu_stream));
+                cu_gemm_init();
+                probed = 1;
+            }
+        }
+    }
+    if (probed < 0) {
+        if (why) *why = why_buf;
+        return NULL;
+    }
+    return &cuda_ops;
+}

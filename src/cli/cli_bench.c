@@ -1,0 +1,114 @@
+// cli_bench.c — `kda bench`: training-step throughput and model FLOP utilisation.
+// Times full training steps (forward, backward, clip, AdamW) on random token ids, so it needs
+// no data; MFU = tokens/s x FLOPs/token (kda-model.md §7) / peak.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "backend/cuda/cuda_info.h"
+#include "base/common.h"
+#include "base/config.h"
+#include "model/model.h"
+#include "model/optim.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int cmd_bench(int argc, char **argv) {
+    kda_config cfg;
+    kda_config_defaults(&cfg);
+    int steps = 5, warmup = 1;
+    double peak_tflops = -1;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: kda bench [CONFIG.yaml] [--set key=value]... [--device D] [--steps N] [--warmup N]\n"
+                   "                 [--peak-tflops X]\n"
+                   "Times training steps of CONFIG's model at micro_batch_size x seq_length on random tokens and\n"
+                   "prints ms/step, tokens/s, model FLOPs/token (kda-model.md §7), MFU and planned memory.\n"
+                   "--peak-tflops sets the MFU denominator (default: 989.4 on CUDA, none on the CPU).\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ||
+            !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--peak-tflops")) {
+            if (i + 1 >= argc) kda_die("%s needs a value", argv[i]);
+            i++;
+            continue;
+        }
+        if (argv[i][0] == '-') kda_die("kda bench: unknown option '%s' (see kda bench --help)", argv[i]);
+        path = argv[i];
+    }
+    if (path) kda_config_load(&cfg, path);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--set")) kda_config_set(&cfg, v);
+        else if (!strcmp(a, "--device")) {
+            char kv[64];
+            snprintf(kv, sizeof kv, "device=%s", v);
+            kda_config_set(&cfg, kv);
+        } else if (!strcmp(a, "--steps")) steps = atoi(v);
+        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
+        else if (!strcmp(a, "--peak-tflops")) peak_tflops = atof(v);
+        else continue;
+        i++;
+    }
+    if (steps < 1 || warmup < 0) kda_die("--steps must be >= 1 and --warmup >= 0");
+    kda_config_finalize(&cfg);
+    if (cfg.num_threads > 0) omp_set_num_threads(cfg.num_threads);
+    const kda_ops *ops = kda_pick_backend(cfg.device);
+    if (peak_tflops < 0) peak_tflops = strcmp(ops->name, "cuda") ? 0 : 989.4;
+    int B = cfg.micro_batch_size, T = cfg.seq_length;
+    kda_model *m = kda_model_create(&cfg, ops, B, T);
+    kda_model_init(m, (uint64_t)cfg.seed);
+    kda_model_alloc_optim(m);
+    size_t N = (size_t)B * T;
+    int32_t *ids = kda_malloc(N * sizeof(int32_t)), *tgt = kda_malloc(N * sizeof(int32_t));
+    kda_rng rng;
+    kda_rng_seed(&rng, (uint64_t)cfg.seed);
+    for (size_t i = 0; i < N; i++) {
+        ids[i] = (int32_t)kda_rng_below(&rng, cfg.vocab_size);
+        tgt[i] = (int32_t)kda_rng_below(&rng, cfg.vocab_size);
+    }
+    double *ms = kda_malloc(sizeof(double) * steps);
+    double loss = 0;
+    for (int s = 0; s < warmup + steps; s++) {
+        ops->sync();
+        double t0 = kda_now();
+        ops->zero(m->grad, m->n_floats * sizeof(float));
+        loss = kda_model_step(m, ids, tgt, B, T, 1, 1.0f, NULL);
+        kda_optim_step(m, 1e-5, s + 1);
+        ops->sync();
+        if (s >= warmup) ms[s - warmup] = (kda_now() - t0) * 1e3;
+    }
+    qsort(ms, steps, sizeof(double), cmp_double);
+    double med = ms[steps / 2], tps = N / (med / 1e3), fpt = kda_model_train_flops_per_token(&cfg);
+    double param_bytes = (double)m->n_floats * (4 * 4 + (m->work == (void *)m->master ? 0 : ops->w_bytes));
+    printf("kda bench: %s backend, %d threads | %zu parameters | micro-batch %d x %d tokens | loss %.4f\n", ops->name,
+           omp_get_max_threads(), kda_model_num_params(m), B, T, loss);
+    printf("  step %.1f ms (median of %d; min %.1f, max %.1f) | %.0f tokens/s | %.4g GFLOP/token (3 x forward, §7)\n",
+           med, steps, ms[0], ms[steps - 1], tps, fpt / 1e9);
+    if (peak_tflops > 0)
+        printf("  %.1f TFLOP/s achieved | MFU %.1f%% of %.1f TFLOP/s\n", tps * fpt / 1e12,
+               100 * tps * fpt / (peak_tflops * 1e12), peak_tflops);
+    else
+        printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
+    printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB\n", param_bytes / 1073741824.0,
+           m->act_bytes_total / 1073741824.0);
+    if (!strcmp(ops->name, "cuda")) {
+        // nothing is allocated after the first step (planned buffers, grow-only scratch), so the
+        // memory in use now is the peak of the run
+        size_t used, total;
+        kda_cuda_mem_info(&used, &total);
+        printf("  GPU memory in use (peak): %.2f GiB of %.2f GiB\n", used / 1073741824.0, total / 1073741824.0);
+    }
+    free(ms);
+    free(ids);
+    free(tgt);
+    kda_model_free(m);
+    return 0;
+}

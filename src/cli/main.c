@@ -1,0 +1,84 @@
+// main.c — the kda program: dispatch to subcommands (cli.h).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+// OpenBLAS's own (not in every cblas.h: Debian's netlib alternative lacks it); we link -lopenblas.
+char *openblas_get_corename(void);
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+    const char *pending; // non-NULL: not built yet, names the issue that brings it
+} command;
+
+static const command commands[] = {
+    {"train", cmd_train, "train a model from a YAML config (CPU fp32; CUDA bf16 when built)", NULL},
+    {"tokenize", cmd_tokenize, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", NULL},
+    {"encode", cmd_encode, "JSON lines of text on stdin to token ids", NULL},
+    {"decode", cmd_decode, "JSON lines of token ids on stdin to text", NULL},
+    {"export", cmd_export, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", NULL},
+    {"import", cmd_import, "FLA / Hugging Face folder to a kda checkpoint", NULL},
+    {"generate", cmd_generate, "text from a checkpoint with the recurrent form", NULL},
+    {"eval", cmd_eval, "lm-eval-harness-compatible scoring on local task files; validation loss", NULL},
+    {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps", NULL},
+};
+#define N_COMMANDS (int)(sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kda <command> [options]\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-9s %s%s%s%s\n", commands[i].name, commands[i].help,
+                commands[i].pending ? " [not built yet: " : "", commands[i].pending ? commands[i].pending : "",
+                commands[i].pending ? "]" : "");
+    fprintf(f, "  %-9s %s\n", "help", "this list");
+    fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
+}
+
+// OpenBLAS picks its GEMM kernels from the CPU model at load time; on virtual machines that
+// report a generic model it falls back to SSE3 kernels ("Prescott"), 3-4x slower than the
+// AVX2/AVX-512 ones the CPU has. OpenBLAS reads OPENBLAS_CORETYPE only at load, so when its
+// choice is such a fallback, set the right core type and re-execute once.
+static void fix_openblas_kernels(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("KDA_NO_REEXEC")) return;
+    const char *core = openblas_get_corename();
+    int generic = core && (!strcasecmp(core, "prescott") || !strcasecmp(core, "core2") ||
+                           !strcasecmp(core, "nehalem") || !strcasecmp(core, "katmai") || !strcasecmp(core, "unknown"));
+    if (!generic) return;
+    __builtin_cpu_init();
+    const char *want = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                         : NULL;
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    setenv("KDA_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv); // returns only on failure: carry on with the slow kernels
+}
+
+int main(int argc, char **argv) {
+    fix_openblas_kernels(argv);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(name, commands[i].name)) continue;
+        if (!commands[i].fn) {
+            fprintf(stderr, "kda: '%s' is not built yet (%s); 'kda help' lists what works today\n", name,
+                    commands[i].pending);
+            return 2;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "kda: unknown command '%s'; 'kda help' lists the commands\n", name);
+    return 2;
+}

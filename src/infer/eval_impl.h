@@ -1,0 +1,39 @@
+// eval_impl.h — helpers shared by the eval*.c files (not part of eval.h's promise).
+#ifndef KDA_EVAL_IMPL_H
+#define KDA_EVAL_IMPL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "infer/eval.h"
+
+// A growable NUL-terminated string.
+typedef struct {
+    char *v;
+    size_t n, cap;
+} kda_sb;
+
+void kda_sb_addn(kda_sb *b, const char *s, size_t n);
+void kda_sb_add(kda_sb *b, const char *s);
+void kda_sb_addc(kda_sb *b, char c);
+// The string (never NULL); the builder is left empty.
+char *kda_sb_take(kda_sb *b);
+
+// Append a new item to t->items (zeroed) and return it.
+kda_eval_item *kda_eval_task_push(kda_eval_task *t);
+
+// Whole file into memory (NUL-terminated); .bz2 files are decompressed through `bzip2 -dc`.
+char *kda_eval_read_file(const char *path, size_t *len);
+// Next line of buf (from *pos): returns its start and length without the line break (\n or
+// \r\n), NULL at the end. *line_no counts lines from 1.
+const char *kda_eval_next_line(const char *buf, size_t len, size_t *pos, size_t *line_no, size_t *line_len);
+// Parse one JSON line; dies naming path:line when it is not a JSON object.
+json_t *kda_eval_json_line(const char *path, size_t line_no, const char *s, size_t n);
+// Member `key` as a string; dies naming path:line when it is missing or not a string.
+const char *kda_eval_json_str(json_t *o, const char *key, const char *path, size_t line_no);
+int kda_eval_file_exists(const char *path);
+int kda_eval_dir_exists(const char *path);
+
+#endif

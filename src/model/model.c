@@ -1,0 +1,641 @@
+// model.c — see model.h. Forward/backward of kda-model.md §2 through the op table.
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+
+struct kda_layer_acts {
+    void *h_in;                  // [N,d] layer input (residual stream)
+    float *rstd1;                // [N]
+    void *xn;                    // [N,d] attn_norm output
+    void *q_pre, *k_pre, *v_pre; // [N,Dk],[N,Dk],[N,Dv] projections (conv inputs)
+    void *q, *k, *v;             // conv+SiLU outputs (core inputs)
+    void *f_low, *f;             // [N,r], [N,Dg]
+    void *b;                     // [N,H]
+    void *g_low, *u;             // [N,r], [N,Dv]
+    void *core_saved;            // backend-defined
+    void *o;                     // [N,Dv] core output
+    float *rstd_o;               // [N*H]
+    void *y;                     // [N,Dv] gated norm output
+    void *h_mid;                 // [N,d] after the attention residual
+    float *rstd2;                // [N]
+    void *x2;                    // [N,d] mlp_norm output
+    void *gate, *up, *z;         // [N,F]
+};
+
+// gradient scratch shared by all layers of one model
+struct kda_grad_scratch {
+    void *dz, *dgate, *dup, *dx2, *dy, *d_o, *du, *dglow, *dxn, *dq, *dk, *dv, *df, *db, *dflow, *dq_pre, *dk_pre,
+        *dv_pre, *tmp;
+};
+
+// ---- parameter registry ----------------------------------------------------------------
+
+static int add_param(kda_model *m, int cap, const char *name, int ndim, const int *shape, float wd) {
+    KDA_CHECK(m->n_params < cap, "parameter table overflow");
+    kda_param *p = &m->params[m->n_params];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        p->shape[i] = shape[i];
+        p->numel *= (size_t)shape[i];
+    }
+    p->offset = m->n_floats;
+    p->weight_decay = wd;
+    // keep every tensor 16-float aligned (64 bytes) for vector loads on every backend
+    m->n_floats += (p->numel + 15) & ~(size_t)15;
+    return m->n_params++;
+}
+
+#define P1(a) ((int[]){a})
+#define P2(a, b) ((int[]){a, b})
+#define P3(a, b, c) ((int[]){a, b, c})
+
+static void register_params(kda_model *m) {
+    const kda_config *c = &m->cfg;
+    int d = c->hidden_size, H = c->num_heads, K = c->head_dim, Vd = c->head_v_dim;
+    int Dk = c->key_dim, Dv = c->value_dim, Dg = H * K, r = Vd, F = c->intermediate_size, W = c->conv_size;
+    float wd = (float)c->weight_decay;
+    int cap = 2 + 21 * c->num_hidden_layers;
+    m->params = kda_calloc(cap, sizeof(kda_param));
+    m->layer = kda_calloc(c->num_hidden_layers, sizeof(kda_layer_params));
+    m->embed = add_param(m, cap, "model.embeddings.weight", 2, P2(c->vocab_size, d), wd);
+    char nm[KDA_NAME_MAX];
+#define LP(field, suffix, nd, shp, decay)                                        \
+    do {                                                                         \
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);                \
+        lp->field = add_param(m, cap, nm, nd, shp, decay);                       \
+    } while (0)
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        kda_layer_params *lp = &m->layer[l];
+        LP(attn_norm, "attn_norm.weight", 1, P1(d), 0);
+        LP(q_proj, "attn.q_proj.weight", 2, P2(Dk, d), wd);
+        LP(k_proj, "attn.k_proj.weight", 2, P2(Dk, d), wd);
+        LP(v_proj, "attn.v_proj.weight", 2, P2(Dv, d), wd);
+        LP(q_conv, "attn.q_conv1d.weight", 3, P3(Dk, 1, W), wd);
+        LP(k_conv, "attn.k_conv1d.weight", 3, P3(Dk, 1, W), wd);
+        LP(v_conv, "attn.v_conv1d.weight", 3, P3(Dv, 1, W), wd);
+        LP(f_proj0, "attn.f_proj.0.weight", 2, P2(r, d), wd);
+        LP(f_proj1, "attn.f_proj.1.weight", 2, P2(Dg, r), wd);
+        LP(b_proj, "attn.b_proj.weight", 2, P2(H, d), wd);
+        LP(A_log, "attn.A_log", 1, P1(H), wd); // decayed: §6.3
+        LP(dt_bias, "attn.dt_bias", 1, P1(Dg), 0);
+        LP(g_proj0, "attn.g_proj.0.weight", 2, P2(r, d), wd);
+        LP(g_proj1, "attn.g_proj.1.weight", 2, P2(Dv, r), wd);
+        LP(g_proj1_bias, "attn.g_proj.1.bias", 1, P1(Dv), 0);
+        LP(o_norm, "attn.o_norm.weight", 1, P1(Vd), 0);
+        LP(o_proj, "attn.o_proj.weight", 2, P2(d, Dv), wd);
+        LP(mlp_norm, "mlp_norm.weight", 1, P1(d), 0);
+        LP(gate_proj, "mlp.gate_proj.weight", 2, P2(F, d), wd);
+        LP(up_proj, "mlp.up_proj.weight", 2, P2(F, d), wd);
+        LP(down_proj, "mlp.down_proj.weight", 2, P2(d, F), wd);
+    }
+#undef LP
+    m->final_norm = add_param(m, cap, "model.norm.weight", 1, P1(d), 0);
+}
+
+int kda_model_find_param(const kda_model *m, const char *name) {
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name)) return i;
+    return -1;
+}
+
+size_t kda_model_num_params(const kda_model *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i].numel;
+    return n;
+}
+
+// ---- memory planning ----------------------------------------------------------------------
+
+static void *act_alloc(kda_model *m, size_t elems) {
+    size_t bytes = elems * (size_t)m->ops->act_bytes;
+    m->act_bytes_total += bytes;
+    return m->ops->alloc(bytes);
+}
+
+static float *f32_alloc(kda_model *m, size_t elems) {
+    m->act_bytes_total += elems * sizeof(float);
+    return m->ops->alloc(elems * sizeof(float));
+}
+
+static kda_core_dims core_dims(const kda_model *m, int B, int T) {
+    kda_core_dims d = {.B = B,
+                       .T = T,
+                       .H = m->cfg.num_heads,
+                       .K = m->cfg.head_dim,
+                       .V = m->cfg.head_v_dim,
+                       .chunk = m->cfg.kda_chunk_size,
+                       .scale = (float)(1.0 / sqrt((double)m->cfg.head_dim)),
+                       .algo = m->algo};
+    return d;
+}
+
+kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T) {
+    kda_model *m = kda_calloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->ops = ops;
+    m->algo = strcmp(cfg->kda_algo, "recurrent") ? KDA_CHUNKED : KDA_RECURRENT;
+    m->B = B;
+    m->T = T;
+    register_params(m);
+    m->n_alloc = m->n_floats + KDA_SHARD_SLACK;
+    m->master = ops->alloc(m->n_alloc * sizeof(float));
+    m->grad = ops->alloc(m->n_alloc * sizeof(float));
+    ops->zero(m->master, m->n_alloc * sizeof(float));
+    ops->zero(m->grad, m->n_alloc * sizeof(float));
+    if (ops->w_bytes == 4 && !strcmp(ops->name, "cpu")) {
+        m->work = m->master;
+    } else {
+        m->work = ops->alloc(m->n_alloc * (size_t)ops->w_bytes);
+        ops->zero(m->work, m->n_alloc * (size_t)ops->w_bytes);
+    }
+
+    size_t N = (size_t)B * T;
+    int d = cfg->hidden_size, H = cfg->num_heads, Dk = cfg->key_dim, Dv = cfg->value_dim, Dg = H * cfg->head_dim;
+    int r = cfg->head_v_dim, F = cfg->intermediate_size, L = cfg->num_hidden_layers;
+    kda_core_dims cd = core_dims(m, B, T);
+    m->acts = kda_calloc(L, sizeof(kda_layer_acts));
+    for (int l = 0; l < L; l++) {
+        kda_layer_acts *a = &m->acts[l];
+        a->h_in = act_alloc(m, N * d);
+        a->rstd1 = f32_alloc(m, N);
+        a->xn = act_alloc(m, N * d);
+        a->q_pre = act_alloc(m, N * Dk);
+        a->k_pre = act_alloc(m, N * Dk);
+        a->v_pre = act_alloc(m, N * Dv);
+        a->q = act_alloc(m, N * Dk);
+        a->k = act_alloc(m, N * Dk);
+        a->v = act_alloc(m, N * Dv);
+        a->f_low = act_alloc(m, N * r);
+        a->f = act_alloc(m, N * Dg);
+        a->b = act_alloc(m, N * H);
+        a->g_low = act_alloc(m, N * r);
+        a->u = act_alloc(m, N * Dv);
+        size_t sb = ops->kda_saved_bytes(&cd);
+        m->act_bytes_total += sb;
+        a->core_saved = ops->alloc(sb);
+        a->o = act_alloc(m, N * Dv);
+        a->rstd_o = f32_alloc(m, N * H);
+        a->y = act_alloc(m, N * Dv);
+        a->h_mid = act_alloc(m, N * d);
+        a->rstd2 = f32_alloc(m, N);
+        a->x2 = act_alloc(m, N * d);
+        a->gate = act_alloc(m, N * F);
+        a->up = act_alloc(m, N * F);
+        a->z = act_alloc(m, N * F);
+    }
+    m->h_final = act_alloc(m, N * d);
+    m->x_final = act_alloc(m, N * d);
+    m->rstd_final = f32_alloc(m, N);
+    m->dh = act_alloc(m, N * d);
+    m->ids_dev = ops->alloc(N * sizeof(int32_t));
+    m->tgt_dev = ops->alloc(N * sizeof(int32_t));
+    // gradient scratch (one set, reused by every layer)
+    m->gs = kda_calloc(1, sizeof *m->gs);
+    size_t big = (size_t)F > (size_t)d ? (size_t)F : (size_t)d;
+    m->gs->dz = act_alloc(m, N * F);
+    m->gs->dgate = act_alloc(m, N * F);
+    m->gs->dup = act_alloc(m, N * F);
+    m->gs->dx2 = act_alloc(m, N * d);
+    m->gs->dy = act_alloc(m, N * Dv);
+    m->gs->d_o = act_alloc(m, N * Dv);
+    m->gs->du = act_alloc(m, N * Dv);
+    m->gs->dglow = act_alloc(m, N * r);
+    m->gs->dxn = act_alloc(m, N * d);
+    m->gs->dq = act_alloc(m, N * Dk);
+    m->gs->dk = act_alloc(m, N * Dk);
+    m->gs->dv = act_alloc(m, N * Dv);
+    m->gs->df = act_alloc(m, N * Dg);
+    m->gs->db = act_alloc(m, N * H);
+    m->gs->dflow = act_alloc(m, N * r);
+    m->gs->dq_pre = act_alloc(m, N * Dk);
+    m->gs->dk_pre = act_alloc(m, N * Dk);
+    m->gs->dv_pre = act_alloc(m, N * Dv);
+    m->gs->tmp = act_alloc(m, N * big);
+    return m;
+}
+
+void kda_model_alloc_optim(kda_model *m) {
+    if (m->adam_m) return;
+    m->adam_m = m->ops->alloc(m->n_floats * sizeof(float));
+    m->adam_v = m->ops->alloc(m->n_floats * sizeof(float));
+    m->ops->zero(m->adam_m, m->n_floats * sizeof(float));
+    m->ops->zero(m->adam_v, m->n_floats * sizeof(float));
+}
+
+void kda_model_free(kda_model *m) {
+    if (!m) return;
+    const kda_ops *o = m->ops;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        void **p = (void **)&m->acts[l];
+        for (size_t i = 0; i < sizeof(kda_layer_acts) / sizeof(void *); i++) o->free(p[i]);
+    }
+    void **g = (void **)m->gs;
+    for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++) o->free(g[i]);
+    free(m->gs);
+    o->free(m->h_final);
+    o->free(m->x_final);
+    o->free(m->rstd_final);
+    o->free(m->dh);
+    o->free(m->ids_dev);
+    o->free(m->tgt_dev);
+    if (m->work != (void *)m->master) o->free(m->work);
+    o->free(m->master);
+    o->free(m->grad);
+    o->free(m->adam_m);
+    o->free(m->adam_v);
+    free(m->acts);
+    free(m->params);
+    free(m->layer);
+    free(m);
+}
+
+// ---- initialisation (§4) ------------------------------------------------------------------
+
+void kda_model_init(kda_model *m, uint64_t seed) {
+    kda_rng rng;
+    kda_rng_seed(&rng, seed);
+    float *host = kda_malloc(m->n_floats * sizeof(float));
+    memset(host, 0, m->n_floats * sizeof(float));
+    double std = m->cfg.initializer_range;
+    for (int i = 0; i < m->n_params; i++) {
+        const kda_param *p = &m->params[i];
+        float *x = host + p->offset;
+        const char *nm = p->name;
+        size_t len = strlen(nm);
+        int is_norm = strstr(nm, "norm.weight") != NULL;
+        if (is_norm) {
+            for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f;
+        } else if (len >= 5 && !strcmp(nm + len - 5, "A_log")) {
+            for (size_t j = 0; j < p->numel; j++) x[j] = (float)log(1.0 + 15.0 * kda_rng_uniform(&rng));
+        } else if (len >= 7 && !strcmp(nm + len - 7, "dt_bias")) {
+            const double lo = log(0.001), hi = log(0.1);
+            for (size_t j = 0; j < p->numel; j++) {
+                double dt = exp(kda_rng_uniform(&rng) * (hi - lo) + lo);
+                if (dt < 1e-4) dt = 1e-4;
+                x[j] = (float)(dt + log(-expm1(-dt))); // softplus^-1(dt)
+            }
+        } else if (len >= 4 && !strcmp(nm + len - 4, "bias")) {
+            // zero
+        } else {
+            for (size_t j = 0; j < p->numel; j++) x[j] = (float)(std * kda_rng_normal(&rng));
+        }
+    }
+    m->ops->to_device(m->master, host, m->n_floats * sizeof(float));
+    m->ops->master_to_work(m->master, m->work, m->n_floats);
+    free(host);
+}
+
+// ---- forward / backward -------------------------------------------------------------------
+
+#define WP(idx) ((const void *)((const char *)m->work + m->params[idx].offset * (size_t)m->ops->w_bytes))
+#define GP(idx) (m->grad + m->params[idx].offset)
+#define AOFF(ptr, elems) ((void *)((char *)(ptr) + (size_t)(elems) * (size_t)m->ops->act_bytes))
+
+// Input is m->acts[l].h_in (written by the previous layer or the embedding).
+static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    kda_layer_acts *a = &m->acts[l];
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
+    float eps = (float)c->norm_eps;
+    kda_core_dims cd = core_dims(m, B, T);
+
+    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    o->linear_fwd(a->xn, WP(p->q_proj), NULL, a->q_pre, N, d, Dk);
+    o->linear_fwd(a->xn, WP(p->k_proj), NULL, a->k_pre, N, d, Dk);
+    o->linear_fwd(a->xn, WP(p->v_proj), NULL, a->v_pre, N, d, Dv);
+    o->conv_silu_fwd(a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
+    o->conv_silu_fwd(a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
+    o->conv_silu_fwd(a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
+    o->linear_fwd(a->xn, WP(p->f_proj0), NULL, a->f_low, N, d, r);
+    o->linear_fwd(a->f_low, WP(p->f_proj1), NULL, a->f, N, r, Dg);
+    o->linear_fwd(a->xn, WP(p->b_proj), NULL, a->b, N, d, H);
+    o->linear_fwd(a->xn, WP(p->g_proj0), NULL, a->g_low, N, d, r);
+    o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
+    o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
+    o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
+    o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
+    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
+    o->linear_fwd(a->x2, WP(p->gate_proj), NULL, a->gate, N, d, F);
+    o->linear_fwd(a->x2, WP(p->up_proj), NULL, a->up, N, d, F);
+    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
+    o->linear_fwd(a->z, WP(p->down_proj), NULL, m->gs->tmp, N, F, d);
+    o->add(a->h_mid, m->gs->tmp, h_out, (size_t)N * d);
+}
+
+// dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.
+static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    kda_layer_acts *a = &m->acts[l];
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
+    kda_core_dims cd = core_dims(m, B, T);
+
+    // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
+    o->linear_bwd(a->z, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
+    o->swiglu_bwd(a->gate, a->up, m->gs->dz, m->gs->dgate, m->gs->dup, (size_t)N * F);
+    o->linear_bwd(a->x2, WP(p->gate_proj), m->gs->dgate, m->gs->dx2, GP(p->gate_proj), NULL, N, d, F, 0);
+    o->linear_bwd(a->x2, WP(p->up_proj), m->gs->dup, m->gs->dx2, GP(p->up_proj), NULL, N, d, F, 1);
+    o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, m->gs->dx2, dh, GP(p->mlp_norm), N, d, 1);
+
+    // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
+    o->linear_bwd(a->y, WP(p->o_proj), dh, m->gs->dy, GP(p->o_proj), NULL, N, Dv, d, 0);
+    o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, m->gs->dy, m->gs->d_o, m->gs->du, GP(p->o_norm), N * H,
+                         c->head_v_dim);
+    o->linear_bwd(a->g_low, WP(p->g_proj1), m->gs->du, m->gs->dglow, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
+    o->linear_bwd(a->xn, WP(p->g_proj0), m->gs->dglow, m->gs->dxn, GP(p->g_proj0), NULL, N, d, r, 0);
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq, m->gs->dk,
+               m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
+    o->linear_bwd(a->f_low, WP(p->f_proj1), m->gs->df, m->gs->dflow, GP(p->f_proj1), NULL, N, r, Dg, 0);
+    o->linear_bwd(a->xn, WP(p->f_proj0), m->gs->dflow, m->gs->dxn, GP(p->f_proj0), NULL, N, d, r, 1);
+    o->linear_bwd(a->xn, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 1);
+    o->conv_silu_bwd(a->q_pre, WP(p->q_conv), m->gs->dq, m->gs->dq_pre, GP(p->q_conv), B, T, Dk, W);
+    o->conv_silu_bwd(a->k_pre, WP(p->k_conv), m->gs->dk, m->gs->dk_pre, GP(p->k_conv), B, T, Dk, W);
+    o->conv_silu_bwd(a->v_pre, WP(p->v_conv), m->gs->dv, m->gs->dv_pre, GP(p->v_conv), B, T, Dv, W);
+    o->linear_bwd(a->xn, WP(p->q_proj), m->gs->dq_pre, m->gs->dxn, GP(p->q_proj), NULL, N, d, Dk, 1);
+    o->linear_bwd(a->xn, WP(p->k_proj), m->gs->dk_pre, m->gs->dxn, GP(p->k_proj), NULL, N, d, Dk, 1);
+    o->linear_bwd(a->xn, WP(p->v_proj), m->gs->dv_pre, m->gs->dxn, GP(p->v_proj), NULL, N, d, Dv, 1);
+    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, m->gs->dxn, dh, GP(p->attn_norm), N, d, 1);
+}
+
+void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi) {
+    const int *ix = (const int *)&m->layer[l];
+    size_t a = (size_t)-1, b = 0;
+    for (size_t i = 0; i < sizeof(kda_layer_params) / sizeof(int); i++) {
+        const kda_param *p = &m->params[ix[i]];
+        if (p->offset < a) a = p->offset;
+        size_t e = p->offset + ((p->numel + 15) & ~(size_t)15);
+        if (e > b) b = e;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+static void param_ready(kda_model *m, int idx) {
+    const kda_param *p = &m->params[idx];
+    m->grad_ready(m->grad_ready_user, p->offset, p->offset + ((p->numel + 15) & ~(size_t)15));
+}
+
+static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    int N = B * T, L = c->num_hidden_layers;
+    KDA_CHECK(B <= m->B && T <= m->T && (size_t)B * T <= (size_t)m->B * m->T,
+              "batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
+    for (int i = 0; i < N; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            kda_die("token id %d at position %d is outside the vocabulary [0, %d): check vocab_size and the data",
+                    ids[i], i, c->vocab_size);
+    o->to_device(m->ids_dev, ids, (size_t)N * sizeof(int32_t));
+    o->embed_fwd(m->ids_dev, WP(m->embed), m->acts[0].h_in, N, c->hidden_size, c->vocab_size);
+    for (int l = 0; l < L; l++) {
+        void *out = l + 1 < L ? m->acts[l + 1].h_in : m->h_final;
+        layer_fwd(m, l, out, B, T);
+    }
+    o->rmsnorm_fwd(m->h_final, WP(m->final_norm), m->x_final, m->rstd_final, N, c->hidden_size, (float)c->norm_eps);
+}
+
+double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
+                      float grad_scale_extra, long *n_valid) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    int N = B * T, d = c->hidden_size, L = c->num_hidden_layers;
+    forward_body(m, ids, B, T);
+    long valid = 0;
+    for (int i = 0; i < N; i++) {
+        if (targets[i] >= c->vocab_size)
+            kda_die("target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i, c->vocab_size);
+        valid += targets[i] >= 0;
+    }
+    if (n_valid) *n_valid = valid;
+    if (valid == 0) {
+        // nothing to learn from here, but the other ranks wait for this rank's (zero) share of
+        // every reduction: announce each range in the order the backward pass would
+        if (backward && m->grad_ready && m->grad_ready_on) {
+            param_ready(m, m->final_norm);
+            for (int l = L - 1; l >= 0; l--) {
+                size_t lo, hi;
+                kda_model_layer_range(m, l, &lo, &hi);
+                m->grad_ready(m->grad_ready_user, lo, hi);
+            }
+            param_ready(m, m->embed);
+        }
+        return NAN;
+    }
+    o->to_device(m->tgt_dev, targets, (size_t)N * sizeof(int32_t));
+    float gs = grad_scale_extra / (float)valid;
+    long v2 = 0;
+    double loss_sum = o->lm_head_ce(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs,
+                                    backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, &v2);
+    if (backward) {
+        int hook = m->grad_ready && m->grad_ready_on;
+        o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), N, d, 0);
+        if (hook) param_ready(m, m->final_norm);
+        for (int l = L - 1; l >= 0; l--) {
+            layer_bwd(m, l, m->dh, B, T);
+            if (hook) {
+                size_t lo, hi;
+                kda_model_layer_range(m, l, &lo, &hi);
+                m->grad_ready(m->grad_ready_user, lo, hi);
+            }
+        }
+        o->embed_bwd(m->ids_dev, m->dh, GP(m->embed), N, d);
+        if (hook) param_ready(m, m->embed);
+    }
+    return loss_sum / (double)valid;
+}
+
+void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    int d = c->hidden_size, NV = c->vocab_size;
+    forward_body(m, ids, B, T);
+    float *dev = o->alloc((size_t)NV * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        o->lm_head_logits(AOFF(m->x_final, ((size_t)b * T + T - 1) * d), WP(m->embed), dev, 1, d, NV);
+        o->to_host(logits + (size_t)b * NV, dev, (size_t)NV * sizeof(float));
+    }
+    o->free(dev);
+}
+
+void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits) {
+    const kda_ops *o = m->ops;
+    int d = m->cfg.hidden_size, NV = m->cfg.vocab_size, N = B * T;
+    forward_body(m, ids, B, T);
+    float *dev = o->alloc((size_t)NV * sizeof(float) * 64);
+    for (int n0 = 0; n0 < N; n0 += 64) {
+        int n = N - n0 < 64 ? N - n0 : 64;
+        o->lm_head_logits(AOFF(m->x_final, (size_t)n0 * d), WP(m->embed), dev, n, d, NV);
+        o->to_host(logits + (size_t)n0 * NV, dev, (size_t)n * NV * sizeof(float));
+    }
+    o->free(dev);
+}
+
+void kda_model_logits_rows(kda_model *m, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows,
+                           float *logits) {
+    const kda_ops *o = m->ops;
+    int d = m->cfg.hidden_size, NV = m->cfg.vocab_size, N = B * T;
+    KDA_CHECK(o->act_bytes == o->w_bytes, "backend %s: the row gather (embed_fwd over the hidden states) needs "
+              "activations and weights of one element size", o->name);
+    for (int i = 0; i < n_rows; i++)
+        KDA_CHECK(rows[i] >= 0 && rows[i] < N, "logits row %d (entry %d) outside the %d x %d batch", rows[i], i, B, T);
+    forward_body(m, ids, B, T);
+    if (n_rows <= 0) return;
+    enum { CH = 64 }; // rows per head GEMM, as kda_model_logits
+    int32_t *rows_dev = o->alloc((size_t)n_rows * sizeof(int32_t));
+    void *xr = o->alloc((size_t)n_rows * d * (size_t)o->act_bytes);
+    float *dev = o->alloc((size_t)NV * sizeof(float) * CH);
+    o->to_device(rows_dev, rows, (size_t)n_rows * sizeof(int32_t));
+    o->embed_fwd(rows_dev, m->x_final, xr, n_rows, d, N); // xr[i] = x_final[rows[i]]
+    for (int n0 = 0; n0 < n_rows; n0 += CH) {
+        int n = n_rows - n0 < CH ? n_rows - n0 : CH;
+        o->lm_head_logits(AOFF(xr, (size_t)n0 * d), WP(m->embed), dev, n, d, NV);
+        o->to_host(logits + (size_t)n0 * NV, dev, (size_t)n * NV * sizeof(float));
+    }
+    o->free(dev);
+    o->free(xr);
+    o->free(rows_dev);
+}
+
+// ---- generation ------------------------------------------------------------------------------------
+
+// conv tail elements per layer (q, k, v tails of every sequence)
+static size_t tail_elems(const kda_model *m, int B) {
+    const kda_config *c = &m->cfg;
+    return (size_t)B * (c->conv_size - 1) * (2 * (size_t)c->key_dim + c->value_dim);
+}
+static size_t S_floats(const kda_model *m, int B) {
+    const kda_config *c = &m->cfg;
+    return (size_t)B * c->num_heads * c->head_dim * c->head_v_dim;
+}
+
+kda_decode_state *kda_decode_state_create(const kda_model *m, int B) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    KDA_CHECK(B >= 1 && B <= m->B, "decode state for %d sequences: the model is planned for 1..%d", B, m->B);
+    KDA_CHECK(c->num_v_heads == c->num_heads, "generation needs num_v_heads == num_heads (got %d, %d)", c->num_v_heads,
+              c->num_heads);
+    kda_decode_state *s = kda_calloc(1, sizeof *s);
+    s->B = B;
+    int L = c->num_hidden_layers;
+    size_t conv_b = (size_t)L * tail_elems(m, B) * (size_t)o->act_bytes, S_b = (size_t)L * S_floats(m, B) * sizeof(float);
+    size_t x_b = (size_t)B * c->hidden_size * (size_t)o->act_bytes, r_b = (size_t)B * sizeof(float);
+    size_t l_b = (size_t)B * c->vocab_size * sizeof(float);
+    s->conv = o->alloc(conv_b);
+    s->S = o->alloc(S_b);
+    s->x_last = o->alloc(x_b);
+    s->rstd = o->alloc(r_b);
+    s->logits = o->alloc(l_b);
+    s->state_bytes = conv_b + S_b;
+    s->total_bytes = conv_b + S_b + x_b + r_b + l_b;
+    kda_decode_state_reset(m, s);
+    return s;
+}
+
+void kda_decode_state_free(const kda_model *m, kda_decode_state *s) {
+    if (!s) return;
+    const kda_ops *o = m->ops;
+    o->free(s->conv);
+    o->free(s->S);
+    o->free(s->x_last);
+    o->free(s->rstd);
+    o->free(s->logits);
+    free(s);
+}
+
+void kda_decode_state_reset(const kda_model *m, kda_decode_state *s) {
+    int L = m->cfg.num_hidden_layers;
+    m->ops->zero(s->conv, (size_t)L * tail_elems(m, s->B) * (size_t)m->ops->act_bytes);
+    m->ops->zero(s->S, (size_t)L * S_floats(m, s->B) * sizeof(float));
+    s->pos = 0;
+}
+
+// layer_fwd with the conv continuing from the tails and the core from S (keep the two in step:
+// test_generate checks every decoded position against the full forward).
+static void layer_fwd_decode(kda_model *m, int l, void *h_out, kda_decode_state *s, int n) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    kda_layer_acts *a = &m->acts[l];
+    int B = s->B, N = B * n, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
+    float eps = (float)c->norm_eps;
+    kda_core_dims cd = core_dims(m, B, n);
+    cd.algo = n > 1 ? KDA_CHUNKED : KDA_RECURRENT;
+    void *tq = (char *)s->conv + (size_t)l * tail_elems(m, B) * (size_t)o->act_bytes;
+    void *tk = AOFF(tq, (size_t)B * (W - 1) * Dk), *tv = AOFF(tk, (size_t)B * (W - 1) * Dk);
+    float *S = s->S + (size_t)l * S_floats(m, B);
+
+    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    o->linear_fwd(a->xn, WP(p->q_proj), NULL, a->q_pre, N, d, Dk);
+    o->linear_fwd(a->xn, WP(p->k_proj), NULL, a->k_pre, N, d, Dk);
+    o->linear_fwd(a->xn, WP(p->v_proj), NULL, a->v_pre, N, d, Dv);
+    o->conv_silu_step(tq, a->q_pre, WP(p->q_conv), a->q, B, n, Dk, W);
+    o->conv_silu_step(tk, a->k_pre, WP(p->k_conv), a->k, B, n, Dk, W);
+    o->conv_silu_step(tv, a->v_pre, WP(p->v_conv), a->v, B, n, Dv, W);
+    o->linear_fwd(a->xn, WP(p->f_proj0), NULL, a->f_low, N, d, r);
+    o->linear_fwd(a->f_low, WP(p->f_proj1), NULL, a->f, N, r, Dg);
+    o->linear_fwd(a->xn, WP(p->b_proj), NULL, a->b, N, d, H);
+    o->linear_fwd(a->xn, WP(p->g_proj0), NULL, a->g_low, N, d, r);
+    o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
+    o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, S);
+    o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
+    o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
+    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
+    o->linear_fwd(a->x2, WP(p->gate_proj), NULL, a->gate, N, d, F);
+    o->linear_fwd(a->x2, WP(p->up_proj), NULL, a->up, N, d, F);
+    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
+    o->linear_fwd(a->z, WP(p->down_proj), NULL, m->gs->tmp, N, F, d);
+    o->add(a->h_mid, m->gs->tmp, h_out, (size_t)N * d);
+}
+
+void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int n) {
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    int B = s->B, N = B * n, d = c->hidden_size, L = c->num_hidden_layers;
+    KDA_CHECK(n >= 1 && n <= m->T && B <= m->B, "decode of %d x %d tokens: the model is planned for %d x %d", B, n,
+              m->B, m->T);
+    for (int i = 0; i < N; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            kda_die("token id %d is outside the model's vocabulary [0, %d): check the tokenizer against vocab_size",
+                    ids[i], c->vocab_size);
+    o->to_device(m->ids_dev, ids, (size_t)N * sizeof(int32_t));
+    o->embed_fwd(m->ids_dev, WP(m->embed), m->acts[0].h_in, N, d, c->vocab_size);
+    for (int l = 0; l < L; l++) layer_fwd_decode(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, s, n);
+    for (int b = 0; b < B; b++) // final norm of each sequence's last token only
+        o->rmsnorm_fwd(AOFF(m->h_final, ((size_t)b * n + n - 1) * d), WP(m->final_norm), AOFF(s->x_last, (size_t)b * d),
+                       s->rstd + b, 1, d, (float)c->norm_eps);
+    s->pos += n;
+}
+
+void kda_model_decode_logits(kda_model *m, kda_decode_state *s, float *logits) {
+    KDA_CHECK(s->pos > 0, "logits requested before any token was fed");
+    const kda_ops *o = m->ops;
+    int NV = m->cfg.vocab_size;
+    o->lm_head_logits(s->x_last, WP(m->embed), s->logits, s->B, m->cfg.hidden_size, NV);
+    o->to_host(logits, s->logits, (size_t)s->B * NV * sizeof(float));
+}
+
+double kda_model_train_flops_per_token(const kda_config *c) {
+    double d = c->hidden_size, Dk = c->key_dim, Dv = c->value_dim, HV = c->num_heads, K = c->head_dim;
+    double Vd = c->head_v_dim, r = c->head_v_dim, Dg = c->num_heads * c->head_dim, F = c->intermediate_size;
+    double C = c->kda_chunk_size, NV = c->vocab_size, L = c->num_hidden_layers;
+    double f_proj = 2 * (d * (2 * Dk + Dv) + d * r + r * Dg + d * HV + d * r + r * Dv + Dv * d);
+    double f_mlp = 2 * 3 * d * F;
+    double f_kda = 2 * HV * (2 * C * K + 2 * C * Vd + C * C / 4 + 3 * K * Vd);
+    double f_head = 2 * d * NV;
+    return 3 * (L * (f_proj + f_mlp + f_kda) + f_head);
+}

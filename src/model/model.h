@@ -1,0 +1,141 @@
+// model.h — the KDA language model (kda-model.md §2), one definition for every backend.
+//
+// Promises: parameters are registered in FLA's order under FLA's names and shapes (§5.3)
+// in one contiguous fp32 master buffer (plus a working copy when the backend computes in
+// bf16) and one fp32 gradient buffer of the same layout; activations for a micro-batch of
+// B x T tokens are planned once at creation (no allocation in the training step);
+// forward + backward go through the backend's op table only (ops.h).
+#ifndef KDA_MODEL_H
+#define KDA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "model/ops.h"
+
+#define KDA_NAME_MAX 64
+
+typedef struct {
+    char name[KDA_NAME_MAX];  // FLA state-dict key, e.g. "model.layers.0.attn.q_proj.weight"
+    int ndim;
+    int shape[4];
+    size_t offset, numel;     // in floats, within the parameter buffers
+    float weight_decay;       // §6.3 grouping: 0 or cfg.weight_decay
+} kda_param;
+
+// Per-layer parameter indices into model->params.
+typedef struct {
+    int attn_norm, q_proj, k_proj, v_proj, q_conv, k_conv, v_conv, f_proj0, f_proj1, b_proj, A_log, dt_bias,
+        g_proj0, g_proj1, g_proj1_bias, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
+} kda_layer_params;
+
+typedef struct kda_layer_acts kda_layer_acts; // activation buffers of one layer (model.c)
+typedef struct kda_grad_scratch kda_grad_scratch; // backward scratch (model.c)
+
+typedef struct kda_model {
+    kda_config cfg;
+    const kda_ops *ops;
+    kda_core_algo algo;
+    // parameters
+    int n_params;
+    kda_param *params;
+    size_t n_floats;          // total parameter floats
+    size_t n_alloc;           // floats allocated for master / work / grad: n_floats + KDA_SHARD_SLACK
+                              // zeroed floats, so data-parallel shards of equal size fit (dist_optim.c)
+    float *master;            // fp32 masters (backend memory)
+    void *work;               // working copy (== master when the backend computes in fp32)
+    float *grad;              // fp32 gradients, same layout
+    float *adam_m, *adam_v;   // AdamW moments (allocated by kda_model_alloc_optim)
+    int embed, final_norm;    // parameter indices
+    kda_layer_params *layer;
+    // activations, planned for B x T
+    int B, T;
+    kda_layer_acts *acts;
+    void *h_final, *x_final;  // [N,d]
+    float *rstd_final;        // [N]
+    void *dh;                 // gradient of the residual stream [N,d]
+    kda_grad_scratch *gs;
+    int32_t *ids_dev, *tgt_dev;
+    size_t act_bytes_total;   // bytes of activation memory planned
+    // Optional: called during the backward pass of kda_model_step (when the step's
+    // grad_ready_on is set) as soon as the gradients in floats [lo, hi) of m->grad are final for
+    // that micro-batch: final norm, then layers L-1 .. 0, then the embedding (tied: its gradient
+    // completes last). Data parallelism starts its reductions here, overlapped with the rest.
+    void (*grad_ready)(void *user, size_t lo, size_t hi);
+    void *grad_ready_user;
+    int grad_ready_on;
+    struct kda_dist_optim *dopt; // data-parallel (ZeRO-1) optimizer state when sharded, else NULL
+} kda_model;
+
+#define KDA_SHARD_SLACK ((size_t)16 * 1024)
+
+// Float range [*lo, *hi) of layer l's parameters in the parameter buffers (contiguous).
+void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi);
+
+// Build the model for a backend; activations for micro-batch B and sequence length T.
+kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T);
+void kda_model_free(kda_model *m);
+// §4 initialisation from the seed (deterministic).
+void kda_model_init(kda_model *m, uint64_t seed);
+void kda_model_alloc_optim(kda_model *m);
+int kda_model_find_param(const kda_model *m, const char *name); // -1 if absent
+size_t kda_model_num_params(const kda_model *m);
+
+// Forward pass of B x T tokens; if targets is non-NULL the mean cross-entropy (over
+// non-ignored targets) is returned and, when backward is set, gradients are ACCUMULATED
+// into m->grad with the loss scaled by grad_scale_extra (1/num_micro_batches).
+// ids, targets are host arrays of B*T int32 (target -100 = ignored).
+// Returns the mean loss (NaN when there are no targets); *n_valid gets the valid count.
+double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
+                      float grad_scale_extra, long *n_valid);
+// Logits of the last position of each row into host logits[B][vocab] (forward only).
+void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
+
+
+
+// Logits of every position into host logits[B*T][vocab] (forward only).
+void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
+
+// Logits of chosen positions only (evaluation scores the continuation positions): the forward
+// runs over all B x T tokens, then the final hidden rows rows[i] = b*T + t (flat, any order,
+// repeats allowed, each in [0, B*T)) are gathered on the backend and only they go through the
+// head. Host logits[n_rows][vocab]: each row is that row of kda_model_logits up to the GEMM's
+// rounding (OpenBLAS rounds an element differently with the number of rows per call; all rows
+// in order give the same bits). Needs act_bytes == w_bytes (the gather is embed_fwd).
+void kda_model_logits_rows(kda_model *m, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows,
+                           float *logits);
+
+// ---- generation: the forward continuing from a recurrent state (kda-model.md §2, §3) ----------
+// Per sequence and layer the state is what the next token needs from the past: the short-conv
+// tails (the last W−1 pre-conv inputs of the q, k and v channels, A type) and the KDA state S
+// (fp32 [H, K, Vd]); plus the final-normed hidden of the last token fed, for the logits. All in
+// backend memory, sized at creation: feeding tokens allocates nothing and memory does not grow.
+typedef struct kda_decode_state {
+    int B;              // sequences
+    long pos;           // tokens fed to each sequence since the reset
+    void *conv;         // [L][tails q | k | v], each [B, W−1, channels] (A)
+    float *S;           // [L][B, H, K, Vd] fp32
+    void *x_last;       // [B, d] (A): final norm of the last fed token's hidden state
+    float *rstd;        // [B]
+    float *logits;      // [B, vocab] fp32 (backend)
+    size_t state_bytes; // conv tails + KDA states
+    size_t total_bytes; // everything this struct allocated on the backend
+} kda_decode_state;
+
+kda_decode_state *kda_decode_state_create(const kda_model *m, int B);
+void kda_decode_state_free(const kda_model *m, kda_decode_state *s);
+void kda_decode_state_reset(const kda_model *m, kda_decode_state *s); // zero state, pos 0
+// Feed n tokens to each of the s->B sequences: host ids[B][n], 1 <= n <= m->T, B <= m->B. Each
+// layer is the full forward's (layer_fwd) except that the conv continues from the tails
+// (conv_silu_step) and the KDA core from S (kda_fwd_state): in its chunked form when n > 1
+// (prefill), recurrent when n == 1 (a decode step). Uses the model's activation buffers as
+// scratch (any other forward may run between two calls).
+void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int n);
+// Host logits[B][vocab] after the last token fed (dies if nothing was fed since the reset).
+void kda_model_decode_logits(kda_model *m, kda_decode_state *s, float *logits);
+
+// Model FLOPs per trained token (kda-model.md §7): 3 x forward (matmuls + chunked KDA core;
+// elementwise work excluded). The MFU numerator.
+double kda_model_train_flops_per_token(const kda_config *c);
+#endif

@@ -1,0 +1,122 @@
+// ops.h — the op interface: one model definition (model.c) drives every backend through it.
+//
+// A backend fills a kda_ops table. Pointers are backend memory ("device" pointers). Element
+// types by role, fixed per backend:
+//   A  activations          CPU fp32, CUDA bf16
+//   W  working weights      CPU fp32 (= master), CUDA bf16 copy of the fp32 master
+//   G  gradients, masters,  fp32 everywhere
+//      optimizer state, statistics (rstd)
+//   I  token ids / targets  int32 (target -100 = ignored)
+// N is a token count (B*T). Shapes are row-major; Linear weights are [out, in] and compute
+// y = x·Wᵀ (+ bias). "acc" arguments are accumulated into (+=), everything else is written.
+// Math: ../docs (kda-model.md §2–§3); each op's CPU version in ops_cpu.c is the reference.
+#ifndef KDA_OPS_H
+#define KDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/kda_core.h"
+
+typedef struct kda_ops {
+    const char *name;      // "cpu" | "cuda"
+    int act_bytes;         // bytes per A element
+    int w_bytes;           // bytes per W element
+
+    // ---- memory ----
+    void *(*alloc)(size_t bytes);                 // dies with the numbers on failure
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*to_device)(void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*sync)(void);
+
+    // ---- embedding / head ----
+    // out[N,d] = E[ids[n]]
+    void (*embed_fwd)(const int32_t *ids, const void *E, void *out, int N, int d, int NV);
+    // dE[ids[n]] += dout[n]   (G acc)
+    void (*embed_bwd)(const int32_t *ids, const void *dout, float *dE, int N, int d);
+    // Fused tied head + mean cross-entropy over the non-ignored targets, forward and backward:
+    // returns sum of per-token losses (host double) and the count of valid targets via *n_valid;
+    // dx[N,d] = dlogits·E (written), dE += dlogitsᵀ·x, with dlogits = (softmax − onehot)·grad_scale.
+    // dx == NULL => forward only (no gradients).
+    double (*lm_head_ce)(const void *x, const void *E, const int32_t *targets, int N, int d, int NV,
+                         float grad_scale, void *dx, float *dE, long *n_valid);
+    // logits[N,NV] (fp32, backend memory) = x·Eᵀ (generation / evaluation)
+    void (*lm_head_logits)(const void *x, const void *E, float *logits, int N, int d, int NV);
+
+    // ---- norms ----
+    // y = x·rstd·w, rstd[n] = (mean x² + eps)^-½
+    void (*rmsnorm_fwd)(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
+    // dx written (or acc if accumulate), dw acc
+    void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy,
+                        void *dx, float *dw, int N, int d, int accumulate);
+    // y = rmsnorm(o)·w ⊙ sigmoid(u), per row of width V (rows = N*H)
+    void (*gated_rmsnorm_fwd)(const void *o, const void *u, const void *w, void *y, float *rstd,
+                              int rows, int V, float eps);
+    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const void *w, const float *rstd,
+                              const void *dy, void *d_o, void *du, float *dw, int rows, int V);
+
+    // ---- linear ----
+    // y[N,O] = x[N,In]·W[O,In]ᵀ + bias[O] (bias may be NULL)
+    void (*linear_fwd)(const void *x, const void *W, const void *bias, void *y, int N, int In, int O);
+    // dx[N,In] = dy·W (written, or acc if accumulate; dx may be NULL), dW += dyᵀ·x, dbias += Σ dy
+    void (*linear_bwd)(const void *x, const void *W, const void *dy, void *dx, float *dW,
+                       float *dbias, int N, int In, int O, int accumulate);
+
+    // ---- short conv ----
+    // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; x,y [B,T,C], w [C,W]
+    void (*conv_silu_fwd)(const void *x, const void *w, void *y, int B, int T, int C, int W);
+    void (*conv_silu_bwd)(const void *x, const void *w, const void *dy, void *dx, float *dw,
+                          int B, int T, int C, int W);
+
+    // ---- KDA core (see kda_core.h for the math and layouts; 'saved' is backend memory) ----
+    size_t (*kda_saved_bytes)(const kda_core_dims *dims);
+    void (*kda_fwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
+                    const void *f, const void *b, const void *A_log, const void *dt_bias,
+                    void *o, void *saved);
+    void (*kda_bwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
+                    const void *f, const void *b, const void *A_log, const void *dt_bias,
+                    const void *saved, const void *d_o, void *dq, void *dk, void *dv, void *df,
+                    void *db, float *dA_log, float *ddt_bias);
+
+    // ---- generation: forwards that continue from a recurrent state (no backward) ----
+    // Short conv over [tail | x] along time: tail [B,W−1,C] (A) holds the W−1 inputs before
+    // x[:,0]; y[b,t,c] = silu(Σ_j w[c,j]·X[b,t+j,c]) with X = [tail | x], then tail ← the last
+    // W−1 rows of X (in place). x, y [B,T,C]; a zero tail gives conv_silu_fwd.
+    void (*conv_silu_step)(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W);
+    // KDA core from the fp32 state S [B,H,K,V] (the state before token 0 on entry, after token
+    // T−1 on exit). dims->algo picks the form: KDA_RECURRENT token by token (saved unused, may
+    // be NULL); KDA_CHUNKED the chunked form (saved: kda_saved_bytes(dims) bytes of scratch;
+    // the CPU backend keeps nothing there and accepts NULL). Inputs and o as for kda_fwd.
+    void (*kda_fwd_state)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
+                          const void *f, const void *b, const void *A_log, const void *dt_bias,
+                          void *o, void *saved, float *S);
+
+    // ---- MLP / residual ----
+    // z = silu(gate)·up
+    void (*swiglu_fwd)(const void *gate, const void *up, void *z, size_t n);
+    void (*swiglu_bwd)(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
+    // y = a + b (y may alias a or b)
+    void (*add)(const void *a, const void *b, void *y, size_t n);
+
+    // ---- optimizer ----
+    double (*sumsq)(const float *g, size_t n);                // Σ g² (host double)
+    void (*scale)(float *g, float s, size_t n);
+    // AdamW on one tensor (§6.3); master fp32 p, working copy w (W type; may equal p on CPU)
+    void (*adamw)(float *p, void *w, const float *g, float *m, float *v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2);
+    // copy fp32 master into the working copy (after load / init)
+    void (*master_to_work)(const float *p, void *w, size_t n);
+    int (*has_nonfinite)(const float *g, size_t n);
+} kda_ops;
+
+// The CPU backend (fp32; OpenMP threads; OpenBLAS GEMMs). The KDA core algorithm is taken
+// from dims->algo.
+const kda_ops *kda_ops_cpu(void);
+// The CUDA backend, or NULL (with *why set) when not built or no GPU is usable.
+const kda_ops *kda_ops_cuda(const char **why);
+// device "cpu" | "cuda" | "auto" (CUDA when usable, else CPU); dies when "cuda" is unusable.
+const kda_ops *kda_pick_backend(const char *device);
+
+#endif

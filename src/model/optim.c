@@ -1,0 +1,47 @@
+// optim.c — see optim.h.
+#include "model/optim.h"
+
+#include <math.h>
+#include <string.h>
+
+double kda_lr_at(const kda_config *c, long k) {
+    double peak = c->lr, lo = c->min_lr;
+    long warm = c->lr_warmup_iters, decay = c->lr_decay_iters;
+    if (warm > 0 && k < warm) return peak * (double)k / (double)warm;
+    if (!strcmp(c->lr_decay_style, "constant")) return peak;
+    if (k >= decay) return lo;
+    double frac = decay > warm ? (double)(k - warm) / (double)(decay - warm) : 1.0;
+    if (!strcmp(c->lr_decay_style, "linear")) return lo + (peak - lo) * (1.0 - frac);
+    return lo + (peak - lo) * 0.5 * (1.0 + cos(M_PI * frac)); // cosine
+}
+
+kda_step_info kda_optim_step(kda_model *m, double lr, long step1) {
+    const kda_ops *o = m->ops;
+    kda_step_info info = {0, 1, 0};
+    kda_model_alloc_optim(m);
+    if (o->has_nonfinite(m->grad, m->n_floats)) {
+        info.nonfinite = 1;
+        info.grad_norm = NAN;
+        return info;
+    }
+    // padding between tensors is always zero, so one pass over the buffer is the global norm
+    info.grad_norm = sqrt(o->sumsq(m->grad, m->n_floats));
+    double clip = m->cfg.clip_grad;
+    if (clip > 0) {
+        double coef = clip / (info.grad_norm + 1e-6);
+        if (coef < 1) {
+            info.clip_coef = coef;
+            o->scale(m->grad, (float)coef, m->n_floats);
+        }
+    }
+    float b1 = (float)m->cfg.adam_beta1, b2 = (float)m->cfg.adam_beta2;
+    float bc1 = (float)(1.0 - pow(m->cfg.adam_beta1, (double)step1));
+    float bc2 = (float)(1.0 - pow(m->cfg.adam_beta2, (double)step1));
+    for (int i = 0; i < m->n_params; i++) {
+        const kda_param *p = &m->params[i];
+        void *w = (char *)m->work + p->offset * (size_t)o->w_bytes;
+        o->adamw(m->master + p->offset, w, m->grad + p->offset, m->adam_m + p->offset, m->adam_v + p->offset,
+                 p->numel, (float)lr, b1, b2, (float)m->cfg.adam_eps, p->weight_decay, bc1, bc2);
+    }
+    return info;
+}

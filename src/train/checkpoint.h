@@ -1,0 +1,41 @@
+// checkpoint.h — training checkpoints: exact resume, crash safety (issue 4).
+//
+// Layout of a save directory (config key `save`):
+//   <save>/iter_0000100/model.safetensors   fp32 master weights under FLA's names (§5.3)
+//   <save>/iter_0000100/optim.safetensors   AdamW moments: "<name>.exp_avg", "<name>.exp_avg_sq"
+//   <save>/iter_0000100/state.json          iteration, optimizer step, consumed samples, RNG, format version
+//   <save>/iter_0000100/config.yaml         the run's configuration
+//   <save>/latest                           the name of the newest complete checkpoint
+// Promises: a checkpoint directory appears under its final name only when complete (it is
+// written as iter_XXXXXXX.tmp-<pid>, every file fsync'ed, renamed, the parent fsync'ed);
+// `latest` is replaced atomically afterwards; only the newest keep_last_n are kept.
+// Loading validates names, shapes and dtypes and names the file on any mismatch.
+#ifndef KDA_CHECKPOINT_H
+#define KDA_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "base/common.h"
+#include "base/config.h"
+#include "model/model.h"
+
+typedef struct {
+    long iteration;            // optimizer updates applied (drives the lr schedule)
+    long optim_steps;          // AdamW steps behind the saved moments (bias correction)
+    uint64_t consumed_samples; // training samples consumed (data loader position)
+    kda_rng rng;               // trainer RNG
+} kda_train_state;
+
+// Save a checkpoint for st->iteration under cfg->save; returns nothing, dies on I/O error
+// (leaving earlier checkpoints untouched). The files hold whole tensors whatever the number of
+// ranks; under data parallelism every rank calls it (a sharded optimizer gathers), rank 0 writes.
+void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir);
+
+// Resolve a load path: a checkpoint directory, or a save directory holding `latest`.
+// Returns a malloc'ed path, or NULL when `path` holds no checkpoint yet (missing or empty).
+char *kda_ckpt_resolve(const char *path);
+
+// Load weights (always), optimizer moments (if load_optim) and train state (if st != NULL).
+void kda_ckpt_load(kda_model *m, const char *ckpt_dir, int load_optim, kda_train_state *st, int load_rng);
+
+#endif

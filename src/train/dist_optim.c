@@ -1,0 +1,189 @@
+// dist_optim.c — see dist_optim.h.
+#include "train/dist_optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+
+struct kda_dist_optim {
+    kda_model *m;
+    kda_comm *c;
+    int sharded;
+    size_t S, lo;            // this rank's shard: floats [lo, lo + S)
+    float *master;           // fp32 masters of the shard (CPU: m->master + lo; CUDA: own buffer)
+    int own_master;
+    float *adam_m, *adam_v;  // moments of the shard [S]
+};
+
+#define SHARD_ALIGN 16
+
+static void on_grad_ready(void *user, size_t a, size_t b) {
+    kda_dist_optim *o = user;
+    kda_comm *c = o->c;
+    if (c->world == 1 && !o->sharded) return;
+    if (!o->sharded) {
+        c->allreduce_f32(c, o->m->grad + a, b - a);
+        return;
+    }
+    // reduce each owner's part of [a, b) to its owner
+    c->group_start(c);
+    for (int r = 0; r < c->world; r++) {
+        size_t s0 = (size_t)r * o->S, s1 = s0 + o->S;
+        size_t x0 = a > s0 ? a : s0, x1 = b < s1 ? b : s1;
+        if (x0 < x1) c->reduce_f32(c, o->m->grad + x0, x1 - x0, r);
+    }
+    c->group_end(c);
+}
+
+kda_dist_optim *kda_dist_optim_create(kda_model *m, kda_comm *c, int sharded) {
+    KDA_CHECK(!m->adam_m, "kda_dist_optim_create: the model already has whole optimizer state");
+    kda_dist_optim *o = kda_calloc(1, sizeof *o);
+    o->m = m;
+    o->c = c;
+    o->sharded = sharded;
+    const kda_ops *ops = m->ops;
+    if (!sharded) {
+        o->S = m->n_floats;
+        o->lo = 0;
+        kda_model_alloc_optim(m);
+    } else {
+        size_t per = (m->n_floats + (size_t)c->world - 1) / (size_t)c->world;
+        o->S = (per + SHARD_ALIGN - 1) / SHARD_ALIGN * SHARD_ALIGN;
+        o->lo = (size_t)c->rank * o->S;
+        if ((size_t)c->world * o->S > m->n_alloc)
+            kda_die("%d ranks: shards of %zu floats overrun the parameter buffers (%zu floats); at most %zu ranks",
+                    c->world, o->S, m->n_alloc, (size_t)(KDA_SHARD_SLACK / SHARD_ALIGN));
+        o->adam_m = ops->alloc(o->S * sizeof(float));
+        o->adam_v = ops->alloc(o->S * sizeof(float));
+        ops->zero(o->adam_m, o->S * sizeof(float));
+        ops->zero(o->adam_v, o->S * sizeof(float));
+        if (m->work == (void *)m->master) {
+            o->master = m->master + o->lo; // CPU: the fp32 weights are the working copy; keep them whole
+        } else {
+            // the shard's fp32 masters move to their own buffer; the whole master is freed
+            float *host = kda_malloc(o->S * sizeof(float));
+            ops->to_host(host, m->master + o->lo, o->S * sizeof(float));
+            o->master = ops->alloc(o->S * sizeof(float));
+            ops->to_device(o->master, host, o->S * sizeof(float));
+            ops->sync();
+            free(host);
+            ops->free(m->master);
+            m->master = NULL;
+            o->own_master = 1;
+        }
+    }
+    m->dopt = o;
+    m->grad_ready = on_grad_ready;
+    m->grad_ready_user = o;
+    m->grad_ready_on = 0;
+    return o;
+}
+
+void kda_dist_optim_free(kda_dist_optim *o) {
+    if (!o) return;
+    const kda_ops *ops = o->m->ops;
+    if (o->sharded) {
+        ops->free(o->adam_m);
+        ops->free(o->adam_v);
+        if (o->own_master) ops->free(o->master);
+    }
+    o->m->dopt = NULL;
+    o->m->grad_ready = NULL;
+    free(o);
+}
+
+void kda_dist_optim_shard(const kda_dist_optim *o, size_t *lo, size_t *n) {
+    *lo = o->lo;
+    *n = o->S;
+}
+
+void kda_dist_optim_arm(kda_dist_optim *o) { o->m->grad_ready_on = 1; }
+
+kda_step_info kda_dist_optim_step(kda_dist_optim *o, double lr, long step1) {
+    kda_model *m = o->m;
+    kda_comm *c = o->c;
+    m->grad_ready_on = 0;
+    c->wait(c);
+    if (!o->sharded) return kda_optim_step(m, lr, step1);
+
+    const kda_ops *ops = m->ops;
+    float *g = m->grad + o->lo;
+    kda_step_info info = {0, 1, 0};
+    double nonfinite = c->sum_f64(c, ops->has_nonfinite(g, o->S) ? 1.0 : 0.0);
+    if (nonfinite > 0) {
+        info.nonfinite = 1;
+        info.grad_norm = NAN;
+        return info;
+    }
+    info.grad_norm = sqrt(c->sum_f64(c, ops->sumsq(g, o->S)));
+    double clip = m->cfg.clip_grad;
+    if (clip > 0) {
+        double coef = clip / (info.grad_norm + 1e-6);
+        if (coef < 1) {
+            info.clip_coef = coef;
+            ops->scale(g, (float)coef, o->S);
+        }
+    }
+    float b1 = (float)m->cfg.adam_beta1, b2 = (float)m->cfg.adam_beta2;
+    float bc1 = (float)(1.0 - pow(m->cfg.adam_beta1, (double)step1));
+    float bc2 = (float)(1.0 - pow(m->cfg.adam_beta2, (double)step1));
+    size_t s0 = o->lo, s1 = o->lo + o->S;
+    for (int i = 0; i < m->n_params; i++) {
+        const kda_param *p = &m->params[i];
+        size_t a = p->offset > s0 ? p->offset : s0, b = p->offset + p->numel < s1 ? p->offset + p->numel : s1;
+        if (a >= b) continue;
+        void *w = (char *)m->work + a * (size_t)ops->w_bytes;
+        ops->adamw(o->master + (a - s0), w, m->grad + a, o->adam_m + (a - s0), o->adam_v + (a - s0), b - a, (float)lr,
+                   b1, b2, (float)m->cfg.adam_eps, p->weight_decay, bc1, bc2);
+    }
+    c->allgather(c, m->work, o->S * (size_t)ops->w_bytes);
+    c->wait(c);
+    return info;
+}
+
+// ---- whole buffers -------------------------------------------------------------------------
+
+int kda_model_has_optim_state(const kda_model *m) { return m->adam_m != NULL || (m->dopt && m->dopt->sharded); }
+
+static float *shard_of(kda_dist_optim *o, int which) {
+    return which == KDA_PBUF_MASTER ? o->master : which == KDA_PBUF_EXP_AVG ? o->adam_m : o->adam_v;
+}
+
+void kda_pbuf_get(kda_model *m, int which, float *host) {
+    const kda_ops *ops = m->ops;
+    kda_dist_optim *o = m->dopt;
+    if (o && o->sharded && !(which == KDA_PBUF_MASTER && m->master)) {
+        memset(host, 0, m->n_alloc * sizeof(float));
+        // the gradient buffer is dead between steps (zeroed at the start of each) and holds S floats
+        o->c->gather_to_root(o->c, shard_of(o, which), o->S * sizeof(float), host, 0, m->grad);
+        return;
+    }
+    const float *src = which == KDA_PBUF_MASTER ? m->master : which == KDA_PBUF_EXP_AVG ? m->adam_m : m->adam_v;
+    KDA_CHECK(src, "kda_pbuf_get: buffer %d is not allocated", which);
+    memset(host, 0, m->n_alloc * sizeof(float));
+    ops->to_host(host, src, m->n_floats * sizeof(float));
+}
+
+void kda_pbuf_put(kda_model *m, int which, const float *host) {
+    const kda_ops *ops = m->ops;
+    kda_dist_optim *o = m->dopt;
+    if (which == KDA_PBUF_MASTER && m->master) {
+        ops->to_device(m->master, host, m->n_floats * sizeof(float));
+        ops->master_to_work(m->master, m->work, m->n_floats);
+        return;
+    }
+    if (o && o->sharded) {
+        ops->to_device(shard_of(o, which), host + o->lo, o->S * sizeof(float));
+        if (which == KDA_PBUF_MASTER) { // CUDA: shard masters -> working copy, then all-gather
+            ops->master_to_work(o->master, (char *)m->work + o->lo * (size_t)ops->w_bytes, o->S);
+            o->c->allgather(o->c, m->work, o->S * (size_t)ops->w_bytes);
+            o->c->wait(o->c);
+        }
+        ops->sync();
+        return;
+    }
+    kda_model_alloc_optim(m);
+    ops->to_device(which == KDA_PBUF_EXP_AVG ? m->adam_m : m->adam_v, host, m->n_floats * sizeof(float));
+}
