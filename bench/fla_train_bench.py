@@ -14,12 +14,17 @@ import time
 
 import torch
 
-FLOPS_PER_TOKEN_300M = 1831993344  # kda-model.md §7 (3 x forward, matmuls + chunked core)
+# kda-model.md §7 (3 x forward, matmuls + chunked core), as `kda bench` prints them per config
+FLOPS_PER_TOKEN = {"300M": 1831993344, "1B": 7079460864}
+# configs/kda-300M.yaml and configs/kda-1B.yaml
+SIZES = {"300M": dict(hidden_size=1024, num_hidden_layers=12, num_heads=8, intermediate_size=4096),
+         "1B": dict(hidden_size=2048, num_hidden_layers=16, num_heads=16, intermediate_size=8192)}
 PEAK = 989.4e12                    # bf16 dense datasheet peak, H100/H200 SXM
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="300M", choices=sorted(SIZES))
     ap.add_argument("--micro", default="16,32")
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=6)
@@ -34,8 +39,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = not a.no_tf32
     torch.backends.cudnn.allow_tf32 = not a.no_tf32
     torch.manual_seed(42)
-    cfg = KDAConfig(hidden_size=1024, num_hidden_layers=12, num_heads=8, head_dim=32, expand_v=2.0,
-                    use_short_conv=True, conv_size=4, intermediate_size=4096, vocab_size=128256,
+    cfg = KDAConfig(**SIZES[a.model], head_dim=32, expand_v=2.0, use_short_conv=True, conv_size=4, vocab_size=128256,
                     norm_eps=1e-6, tie_word_embeddings=True, max_position_embeddings=2048)
     model = KDAForCausalLM(cfg).cuda()
     model.train()
@@ -64,12 +68,12 @@ def main():
                     print(f"  warm-up step {s} ({B}x{a.seq}): {time.perf_counter() - t0:.1f} s, loss {loss.item():.4f}",
                           flush=True)
         except torch.cuda.OutOfMemoryError:
-            print(f"FLA micro-batch {B} x {a.seq}: out of memory")
+            print(f"FLA {a.model} micro-batch {B} x {a.seq}: out of memory")
             continue
         med = statistics.median(times)
         tps = B * a.seq / med
-        print(f"FLA micro-batch {B} x {a.seq}: {med * 1e3:.1f} ms/step | {tps:.0f} tokens/s | "
-              f"MFU {100 * tps * FLOPS_PER_TOKEN_300M / PEAK:.1f}% | peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB | "
+        print(f"FLA {a.model} micro-batch {B} x {a.seq}: {med * 1e3:.1f} ms/step | {tps:.0f} tokens/s | "
+              f"MFU {100 * tps * FLOPS_PER_TOKEN[a.model] / PEAK:.1f}% | peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB | "
               f"loss {loss.item():.4f}", flush=True)
 
 

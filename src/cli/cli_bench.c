@@ -19,6 +19,18 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// One line: where a step's device time goes (ops.h kda_phase_times), from one profiled step.
+static void print_phases(const kda_phase_times *p) {
+    static const char *name[KDA_PHASE_N] = {"GEMM", "KDA core", "cross-entropy", "other"};
+    double wall = p->wall_ms > 0 ? p->wall_ms : 1, idle = p->wall_ms - p->busy_ms;
+    printf("  one step by phase (%.1f ms on the device, %ld ops):", p->wall_ms, p->n_ops);
+    for (int i = 0; i < KDA_PHASE_N; i++) printf(" %s %.1f ms (%.0f%%) |", name[i], p->ms[i], 100 * p->ms[i] / wall);
+    printf(" idle %.1f ms (%.0f%%)\n", idle, 100 * idle / wall);
+    if (p->ms[KDA_PHASE_GEMM] > 0)
+        printf("  GEMMs: %.1f TFLOP in %.1f ms = %.0f TFLOP/s on average\n", p->gemm_flops / 1e12, p->ms[KDA_PHASE_GEMM],
+               p->gemm_flops / (p->ms[KDA_PHASE_GEMM] * 1e9));
+}
+
 int cmd_bench(int argc, char **argv) {
     kda_config cfg;
     kda_config_defaults(&cfg);
@@ -85,6 +97,14 @@ int cmd_bench(int argc, char **argv) {
         ops->sync();
         if (s >= warmup) ms[s - warmup] = (kda_now() - t0) * 1e3;
     }
+    kda_phase_times ph;
+    if (ops->profile_begin) { // one more step, timed op by op on the device
+        ops->zero(m->grad, m->n_floats * sizeof(float));
+        ops->profile_begin();
+        kda_model_step(m, ids, tgt, B, T, 1, 1.0f, NULL);
+        kda_optim_step(m, 1e-5, warmup + steps + 1);
+        ops->profile_end(&ph);
+    }
     qsort(ms, steps, sizeof(double), cmp_double);
     double med = ms[steps / 2], tps = N / (med / 1e3), fpt = kda_model_train_flops_per_token(&cfg);
     double param_bytes = (double)m->n_floats * (4 * 4 + (m->work == (void *)m->master ? 0 : ops->w_bytes));
@@ -97,6 +117,7 @@ int cmd_bench(int argc, char **argv) {
                100 * tps * fpt / (peak_tflops * 1e12), peak_tflops);
     else
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
+    if (ops->profile_begin) print_phases(&ph);
     printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB\n", param_bytes / 1073741824.0,
            m->act_bytes_total / 1073741824.0);
     if (!strcmp(ops->name, "cuda")) {

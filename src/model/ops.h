@@ -18,6 +18,17 @@
 
 #include "model/kda_core.h"
 
+// Phases a training step's device time is split into (kda bench): GEMMs (cuBLASLt), the KDA
+// core, the cross-entropy kernel, everything else; idle = wall time - the ops' spans.
+typedef enum { KDA_PHASE_GEMM, KDA_PHASE_KDA, KDA_PHASE_CE, KDA_PHASE_OTHER, KDA_PHASE_N } kda_phase;
+typedef struct {
+    double ms[KDA_PHASE_N]; // device time per phase (spans of ops; nested spans counted once)
+    double busy_ms;         // sum of the top-level op spans
+    double wall_ms;         // from the first op's start to the last op's end
+    double gemm_flops;      // 2·m·n·k over the GEMMs timed
+    long n_ops;             // op calls timed
+} kda_phase_times;
+
 typedef struct kda_ops {
     const char *name;      // "cpu" | "cuda"
     int act_bytes;         // bytes per A element
@@ -109,6 +120,12 @@ typedef struct kda_ops {
     // copy fp32 master into the working copy (after load / init)
     void (*master_to_work)(const float *p, void *w, size_t n);
     int (*has_nonfinite)(const float *g, size_t n);
+
+    // ---- step profile (a capability: NULL where the backend has none) ----
+    // Between profile_begin and profile_end every op call is timed on the device by phase;
+    // profile_end waits for the device and fills *out. Costs a few µs per op while on.
+    void (*profile_begin)(void);
+    void (*profile_end)(kda_phase_times *out);
 } kda_ops;
 
 // The CPU backend (fp32; OpenMP threads; OpenBLAS GEMMs). The KDA core algorithm is taken

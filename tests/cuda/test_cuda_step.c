@@ -145,6 +145,29 @@ int main(void) {
     T_CHECK(share >= 0.9, "update sign agrees with the CPU step on %.2f%% of %zu weights (>= 90%%); update rel diff %.3f",
             100 * share, moved, sqrt(un / ud));
 
+    // the step profile (kda bench's phase line): every phase present, spans inside the wall time,
+    // and the profiled step's loss equal to an unprofiled one (profiling changes no numbers)
+    T_CHECK(CU->profile_begin && CU->profile_end, "the CUDA backend has the step profile");
+    CU->zero(mg->grad, mg->n_floats * sizeof(float));
+    double lp0 = kda_model_step(mg, ids, tgt, B, T, 1, 1.0f, NULL);
+    CU->zero(mg->grad, mg->n_floats * sizeof(float));
+    kda_phase_times ph;
+    CU->profile_begin();
+    double lp1 = kda_model_step(mg, ids, tgt, B, T, 1, 1.0f, NULL);
+    CU->profile_end(&ph);
+    T_CHECK(lp0 == lp1, "profiled step gives the same loss (%.9g vs %.9g)", lp1, lp0);
+    double sum = 0;
+    for (int i = 0; i < KDA_PHASE_N; i++) {
+        T_CHECK(ph.ms[i] > 0, "phase %d has device time (%.4f ms)", i, ph.ms[i]);
+        sum += ph.ms[i];
+    }
+    T_CHECK(ph.n_ops > 20 && ph.gemm_flops > 0, "%ld ops and %.3g GEMM FLOPs timed", ph.n_ops, ph.gemm_flops);
+    T_CHECK(fabs(sum - ph.busy_ms) <= 1e-3 * ph.busy_ms + 1e-3, "phases sum to the busy time (%.4f vs %.4f ms)", sum,
+            ph.busy_ms);
+    T_CHECK(ph.busy_ms <= ph.wall_ms * 1.001 + 1e-3, "busy %.4f ms within wall %.4f ms", ph.busy_ms, ph.wall_ms);
+    printf("        profile: gemm %.3f kda %.3f ce %.3f other %.3f idle %.3f ms\n", ph.ms[0], ph.ms[1], ph.ms[2],
+           ph.ms[3], ph.wall_ms - ph.busy_ms);
+
     kda_model_free(mr);
     kda_model_free(mc);
     kda_model_free(mg);

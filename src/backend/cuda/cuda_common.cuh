@@ -9,6 +9,7 @@
 #define KDA_CUDA_COMMON_CUH
 
 #include <cuda_bf16.h>
+#include <type_traits>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,6 +77,32 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // out[j] += Σ_g partial[g][j] (g ascending: deterministic); partial is fp32 [G, ncols].
 void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out);
+
+// ---- profile.cu: the step profile (ops.h profile_begin / profile_end) ----
+// cu_prof_push starts a span of the given kda_phase (returns -1 when profiling is off);
+// cu_prof_pop ends it. Spans nest; each counts once, for its own phase.
+int cu_prof_push(int phase);
+void cu_prof_pop(int span);
+void cu_prof_gemm_flops(double flops);
+void cu_profile_begin(void);
+void cu_profile_end(kda_phase_times *out);
+
+// CU_PROFILED(phase, fn): fn wrapped in a span of that phase, with fn's own signature.
+template <typename F, F f, int PHASE> struct cu_profiled;
+template <typename R, typename... A, R (*f)(A...), int PHASE> struct cu_profiled<R (*)(A...), f, PHASE> {
+    static R call(A... a) {
+        int s = cu_prof_push(PHASE);
+        if constexpr (std::is_void<R>::value) {
+            f(a...);
+            cu_prof_pop(s);
+        } else {
+            R r = f(a...);
+            cu_prof_pop(s);
+            return r;
+        }
+    }
+};
+#define CU_PROFILED(phase, fn) (&cu_profiled<decltype(&fn), &fn, phase>::call)
 
 // ---- gemm.cu: cuBLASLt, column-major C[m,n] = alpha·op(A)[m,k]·op(B)[k,n] + beta·C ----
 // A and B bf16; C bf16 or fp32 (c_f32); bias (bf16, length m) added when not NULL.

@@ -126,8 +126,11 @@ void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const 
     plan *p = plan_get(&key);
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    int span = cu_prof_push(KDA_PHASE_GEMM);
+    cu_prof_gemm_flops(2.0 * m * n * k);
     CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
                                 workspace, WORKSPACE_BYTES, cu_stream));
+    cu_prof_pop(span);
 }
 
 // ---- linear ----
