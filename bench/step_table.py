@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""The table of bench/step_vs_fla.sh's log: kda and FLA per (model, micro-batch), and the ratio.
+
+Reads the `== kda MODEL micro-batch B` headers and `kda bench` lines, and FLA's
+`FLA MODEL micro-batch B x T: ...` lines; prints a markdown table (tokens/s, MFU, peak memory).
+"""
+import re
+import sys
+
+
+def parse(lines):
+    rows, cur = {}, None
+    for ln in lines:
+        m = re.match(r"== kda (\S+) micro-batch (\d+)", ln)
+        if m:
+            cur = (m.group(1), int(m.group(2)))
+            rows.setdefault(cur, {})
+            continue
+        m = re.search(r"\| (\d+) tokens/s \|", ln)
+        if m and cur and ln.lstrip().startswith("step"):
+            rows[cur]["kda_tps"] = float(m.group(1))
+        m = re.search(r"MFU ([\d.]+)%", ln)
+        if m and cur and "TFLOP/s achieved" in ln:
+            rows[cur]["kda_mfu"] = float(m.group(1))
+        m = re.search(r"GPU memory in use \(peak\): ([\d.]+) GiB", ln)
+        if m and cur:
+            rows[cur]["kda_mem"] = float(m.group(1))
+        m = re.match(r"FLA (\S+) micro-batch (\d+) x \d+: .*\| (\d+) tokens/s \| MFU ([\d.]+)% \| peak ([\d.]+) GiB", ln)
+        if m:
+            key = (m.group(1), int(m.group(2)))
+            rows.setdefault(key, {}).update(fla_tps=float(m.group(3)), fla_mfu=float(m.group(4)),
+                                           fla_mem=float(m.group(5)))
+        elif re.match(r"FLA (\S+) micro-batch (\d+) x \d+: out of memory", ln):
+            m = re.match(r"FLA (\S+) micro-batch (\d+)", ln)
+            rows.setdefault((m.group(1), int(m.group(2))), {})["fla_oom"] = True
+    return rows
+
+
+def main():
+    rows = parse(open(sys.argv[1]).read().splitlines())
+    print("| config, micro-batch x 2048 | kda tokens/s (MFU) | FLA tokens/s (MFU) | kda / FLA | peak memory kda / FLA |")
+    print("|---|---|---|---|---|")
+    for (model, b), r in rows.items():
+        k = f"{r['kda_tps'] / 1e3:.1f}k ({r.get('kda_mfu', 0):.1f}%)" if "kda_tps" in r else "-"
+        f = f"{r['fla_tps'] / 1e3:.1f}k ({r['fla_mfu']:.1f}%)" if "fla_tps" in r else ("OOM" if r.get("fla_oom") else "-")
+        ratio = f"{r['kda_tps'] / r['fla_tps']:.2f}" if "kda_tps" in r and "fla_tps" in r else "-"
+        mem = f"{r.get('kda_mem', float('nan')):.1f} / {r.get('fla_mem', float('nan')):.1f} GiB"
+        print(f"| {model}, {b} | {k} | {f} | {ratio} | {mem} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# step_vs_fla.sh — issue 17's table in one device call: the 300M training step at 16 and 32 x 2048
+# and the 1B at 16 x 2048, first kda (`kda bench`, with its per-phase line), then FLA's fastest
+# mode (bench/fla_train_bench.py: amp + TF32, fused AdamW, FLA's fused kernels) on the same card,
+# then a table with the ratios (bench/step_table.py).
+# On the GPU machine, through the device tool with carry [build/cuda-device, .whl]:
+#   bash bench/step_vs_fla.sh            both sides
+#   STEP_SIDES=kda bash bench/step_vs_fla.sh   kda only
+# Needs build/cuda-device/kda (`make cuda-device-bins`). Log: $OUT/step_vs_fla.txt.
+set -u
+cd "$(dirname "$0")/.."
+OUTDIR=${OUT:-/tmp}
+LOG=$OUTDIR/step_vs_fla.txt
+exec > >(tee "$LOG") 2>&1
+K=${KDA:-build/cuda-device/kda}
+STEPS=${STEPS:-6}
+echo "step_vs_fla: $(date -u '+%F %H:%M UTC'), $(head -1 build/cuda-device/BUILD_INFO 2>/dev/null || echo 'no BUILD_INFO')"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+for spec in "300M 16" "300M 32" "1B 16"; do
+    set -- $spec
+    echo "== kda $1 micro-batch $2"
+    timeout 300 "$K" bench "configs/kda-$1.yaml" --device cuda --set "micro_batch_size=$2" --set "global_batch_size=$2" \
+        --steps "$STEPS" --warmup 2
+done
+if [ "${STEP_SIDES:-kda,fla}" != kda ]; then
+    echo "== FLA (same card)"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache} PYTHONUNBUFFERED=1
+    timeout 420 python3 bench/fla_train_bench.py --model 300M --micro 16,32 --steps "$STEPS" --warmup 2
+    timeout 300 python3 bench/fla_train_bench.py --model 1B --micro 16 --steps "$STEPS" --warmup 2
+fi
+echo
+python3 bench/step_table.py "$LOG"
