@@ -111,6 +111,7 @@ static const key_def KEYS[] = {
     KS(tokenizer_model, SEC_DATA),
     KS(device, SEC_KDA),
     KS(kda_algo, SEC_KDA),
+    KS(recompute_granularity, SEC_TRAIN),
     KI(kda_chunk_size, SEC_KDA),
     KS(metrics_file, SEC_KDA),
     KI(num_threads, SEC_KDA),
@@ -574,6 +575,7 @@ void kda_config_defaults(kda_config *c) {
     SET_STR(tokenizer_model, "data/tokenizer/llama3/tokenizer.json");
     SET_STR(device, "auto");
     SET_STR(kda_algo, "chunk");
+    SET_STR(recompute_granularity, "");
     c->kda_chunk_size = 64;
     SET_STR(metrics_file, "");
     c->num_threads = 0;
@@ -725,6 +727,8 @@ void kda_config_finalize(kda_config *c) {
     check_choice("device", c->device, devices, "auto, cpu, cuda");
     static const char *const algos[] = {"chunk", "recurrent", NULL};
     check_choice("kda_algo", c->kda_algo, algos, "chunk, recurrent");
+    static const char *const recompute[] = {"", "selective", "full", NULL};
+    check_choice("recompute_granularity", c->recompute_granularity, recompute, "null, selective, full");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -74,6 +74,10 @@ typedef struct {
     char device[16];                        // auto | cpu | cuda
     char kda_algo[16];                      // chunk | recurrent (CPU core algorithm)
     int kda_chunk_size;                     // 64
+    // Megatron's key: "" (none) | "selective" (recompute the norm outputs, the short-conv outputs
+    // and the SwiGLU product in the backward) | "full" (keep each layer's input only; rerun the
+    // layer's forward before its backward). Same numbers, less activation memory.
+    char recompute_granularity[16];
     char metrics_file[KDA_PATH_MAX];        // JSON lines ("" = <save>/metrics.jsonl or none)
     int num_threads;                        // 0 = all cores (OpenMP)
     int sample_tokens;                      // tokens generated at the end of training (0 = none)

@@ -124,6 +124,14 @@ static float *f32_alloc(kda_model *m, size_t elems) {
     return m->ops->alloc(elems * sizeof(float));
 }
 
+static kda_core_dims core_dims(const kda_model *m, int B, int T);
+
+static void *core_saved_alloc(kda_model *m, const kda_core_dims *cd) {
+    size_t sb = m->ops->kda_saved_bytes(cd);
+    m->act_bytes_total += sb;
+    return m->ops->alloc(sb);
+}
+
 static kda_core_dims core_dims(const kda_model *m, int B, int T) {
     kda_core_dims d = {.B = B,
                        .T = T,
@@ -134,6 +142,55 @@ static kda_core_dims core_dims(const kda_model *m, int B, int T) {
                        .scale = (float)(1.0 / sqrt((double)m->cfg.head_dim)),
                        .algo = m->algo};
     return d;
+}
+
+// ---- activation recomputation (config recompute_granularity) ----
+// A recomputed field of kda_layer_acts is one buffer shared by every layer: the forward of each
+// layer overwrites it, and the backward rewrites it (recompute_for_bwd) before reading it, with
+// the same ops on the same inputs, so the numbers are unchanged.
+static int act_recomputed(const kda_model *m, size_t field) {
+    const char *g = m->cfg.recompute_granularity;
+    if (!strcmp(g, "full")) return field != offsetof(kda_layer_acts, h_in);
+    if (!strcmp(g, "selective"))
+        return field == offsetof(kda_layer_acts, xn) || field == offsetof(kda_layer_acts, x2) ||
+               field == offsetof(kda_layer_acts, q) || field == offsetof(kda_layer_acts, k) ||
+               field == offsetof(kda_layer_acts, v) || field == offsetof(kda_layer_acts, z);
+    return 0;
+}
+
+// One layer's buffers; with 'first' (layer 0's), recomputed fields share its buffers.
+static void alloc_layer_acts(kda_model *m, kda_layer_acts *a, const kda_layer_acts *first) {
+    const kda_config *c = &m->cfg;
+    size_t N = (size_t)m->B * m->T;
+    int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
+    int r = c->head_v_dim, F = c->intermediate_size;
+    kda_core_dims cd = core_dims(m, m->B, m->T);
+#define ACT(field, expr) a->field = first && act_recomputed(m, offsetof(kda_layer_acts, field)) ? first->field : (expr)
+    ACT(h_in, act_alloc(m, N * d));
+    ACT(rstd1, f32_alloc(m, N));
+    ACT(xn, act_alloc(m, N * d));
+    ACT(q_pre, act_alloc(m, N * Dk));
+    ACT(k_pre, act_alloc(m, N * Dk));
+    ACT(v_pre, act_alloc(m, N * Dv));
+    ACT(q, act_alloc(m, N * Dk));
+    ACT(k, act_alloc(m, N * Dk));
+    ACT(v, act_alloc(m, N * Dv));
+    ACT(f_low, act_alloc(m, N * r));
+    ACT(f, act_alloc(m, N * Dg));
+    ACT(b, act_alloc(m, N * H));
+    ACT(g_low, act_alloc(m, N * r));
+    ACT(u, act_alloc(m, N * Dv));
+    ACT(core_saved, core_saved_alloc(m, &cd));
+    ACT(o, act_alloc(m, N * Dv));
+    ACT(rstd_o, f32_alloc(m, N * H));
+    ACT(y, act_alloc(m, N * Dv));
+    ACT(h_mid, act_alloc(m, N * d));
+    ACT(rstd2, f32_alloc(m, N));
+    ACT(x2, act_alloc(m, N * d));
+    ACT(gate, act_alloc(m, N * F));
+    ACT(up, act_alloc(m, N * F));
+    ACT(z, act_alloc(m, N * F));
+#undef ACT
 }
 
 kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T) {
@@ -159,37 +216,8 @@ kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, in
     size_t N = (size_t)B * T;
     int d = cfg->hidden_size, H = cfg->num_heads, Dk = cfg->key_dim, Dv = cfg->value_dim, Dg = H * cfg->head_dim;
     int r = cfg->head_v_dim, F = cfg->intermediate_size, L = cfg->num_hidden_layers;
-    kda_core_dims cd = core_dims(m, B, T);
     m->acts = kda_calloc(L, sizeof(kda_layer_acts));
-    for (int l = 0; l < L; l++) {
-        kda_layer_acts *a = &m->acts[l];
-        a->h_in = act_alloc(m, N * d);
-        a->rstd1 = f32_alloc(m, N);
-        a->xn = act_alloc(m, N * d);
-        a->q_pre = act_alloc(m, N * Dk);
-        a->k_pre = act_alloc(m, N * Dk);
-        a->v_pre = act_alloc(m, N * Dv);
-        a->q = act_alloc(m, N * Dk);
-        a->k = act_alloc(m, N * Dk);
-        a->v = act_alloc(m, N * Dv);
-        a->f_low = act_alloc(m, N * r);
-        a->f = act_alloc(m, N * Dg);
-        a->b = act_alloc(m, N * H);
-        a->g_low = act_alloc(m, N * r);
-        a->u = act_alloc(m, N * Dv);
-        size_t sb = ops->kda_saved_bytes(&cd);
-        m->act_bytes_total += sb;
-        a->core_saved = ops->alloc(sb);
-        a->o = act_alloc(m, N * Dv);
-        a->rstd_o = f32_alloc(m, N * H);
-        a->y = act_alloc(m, N * Dv);
-        a->h_mid = act_alloc(m, N * d);
-        a->rstd2 = f32_alloc(m, N);
-        a->x2 = act_alloc(m, N * d);
-        a->gate = act_alloc(m, N * F);
-        a->up = act_alloc(m, N * F);
-        a->z = act_alloc(m, N * F);
-    }
+    for (int l = 0; l < L; l++) alloc_layer_acts(m, &m->acts[l], l > 0 ? &m->acts[0] : NULL);
     m->h_final = act_alloc(m, N * d);
     m->x_final = act_alloc(m, N * d);
     m->rstd_final = f32_alloc(m, N);
@@ -233,8 +261,9 @@ void kda_model_free(kda_model *m) {
     if (!m) return;
     const kda_ops *o = m->ops;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
-        void **p = (void **)&m->acts[l];
-        for (size_t i = 0; i < sizeof(kda_layer_acts) / sizeof(void *); i++) o->free(p[i]);
+        void **p = (void **)&m->acts[l], **first = (void **)&m->acts[0];
+        for (size_t i = 0; i < sizeof(kda_layer_acts) / sizeof(void *); i++)
+            if (l == 0 || p[i] != first[i]) o->free(p[i]); // shared (recomputed) buffers once
     }
     void **g = (void **)m->gs;
     for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++) o->free(g[i]);
@@ -333,6 +362,29 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T) {
     o->add(a->h_mid, m->gs->tmp, h_out, (size_t)N * d);
 }
 
+// Rewrites the shared (recomputed) activations of layer l before its backward reads them.
+static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
+    const char *g = m->cfg.recompute_granularity;
+    if (!g[0]) return;
+    int L = m->cfg.num_hidden_layers;
+    if (!strcmp(g, "full")) { // the output buffer is free again: the layers above are done
+        layer_fwd(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, B, T);
+        return;
+    }
+    const kda_ops *o = m->ops;
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    kda_layer_acts *a = &m->acts[l];
+    int N = B * T, d = c->hidden_size, Dk = c->key_dim, Dv = c->value_dim, W = c->conv_size;
+    float eps = (float)c->norm_eps;
+    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    o->conv_silu_fwd(a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
+    o->conv_silu_fwd(a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
+    o->conv_silu_fwd(a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
+    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
+    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
+}
+
 // dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.
 static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     const kda_ops *o = m->ops;
@@ -342,6 +394,7 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
     int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
     kda_core_dims cd = core_dims(m, B, T);
+    recompute_for_bwd(m, l, B, T);
 
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
     o->linear_bwd(a->z, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
