@@ -146,10 +146,10 @@ static void test_algos_agree(kda_rng *r) {
     free(grads[1]);
 }
 
-// recompute_granularity selective / full: the same loss and gradient bits as none over two
+// recompute_granularity selective (default modules, then all five) / full: the same loss and gradient bits as none over two
 // steps with AdamW between them, in less activation memory (none > selective > full).
 static void test_recompute(kda_rng *r) {
-    static const char *const modes[3] = {"", "selective", "full"};
+    static const char *const modes[4] = {"", "selective", "selective", "full"};
     kda_config c = tiny_cfg();
     c.num_hidden_layers = 3;
     int B = 2, T = 20, N = B * T;
@@ -158,11 +158,17 @@ static void test_recompute(kda_rng *r) {
         ids[i] = (int32_t)kda_rng_below(r, c.vocab_size);
         tgt[i] = (int32_t)kda_rng_below(r, c.vocab_size);
     }
-    double loss[3][2];
-    float *grads[3];
-    size_t act[3], nf = 0;
-    for (int a = 0; a < 3; a++) {
+    double loss[4][2];
+    float *grads[4];
+    size_t act[4], nf = 0;
+    for (int a = 0; a < 4; a++) {
         snprintf(c.recompute_granularity, sizeof c.recompute_granularity, "%s", modes[a]);
+        c.n_recompute_modules = 0;
+        if (a == 2) { // every module, core_attn included
+            static const char *const all[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn"};
+            for (int i = 0; i < 5; i++) snprintf(c.recompute_modules[i], sizeof c.recompute_modules[i], "%s", all[i]);
+            c.n_recompute_modules = 5;
+        }
         kda_model *m = kda_model_create(&c, kda_ops_cpu(), B, T);
         kda_model_init(m, 5);
         kda_model_alloc_optim(m);
@@ -177,14 +183,14 @@ static void test_recompute(kda_rng *r) {
         act[a] = m->act_bytes_total;
         kda_model_free(m);
     }
-    for (int a = 1; a < 3; a++) {
+    for (int a = 1; a < 4; a++) {
         T_CHECK(loss[a][0] == loss[0][0] && loss[a][1] == loss[0][1], "recompute %s: losses %.9g %.9g = %.9g %.9g",
                 modes[a], loss[a][0], loss[a][1], loss[0][0], loss[0][1]);
         T_CHECK(!memcmp(grads[a], grads[0], nf * sizeof(float)), "recompute %s: the same gradient bits", modes[a]);
         T_CHECK(act[a] < act[a - 1], "recompute %s plans less activation memory (%zu < %zu bytes)", modes[a], act[a],
                 act[a - 1]);
     }
-    for (int a = 0; a < 3; a++) free(grads[a]);
+    for (int a = 0; a < 4; a++) free(grads[a]);
 }
 
 static void test_overfit(void) {

@@ -112,6 +112,7 @@ static const key_def KEYS[] = {
     KS(device, SEC_KDA),
     KS(kda_algo, SEC_KDA),
     KS(recompute_granularity, SEC_TRAIN),
+    KP(recompute_modules, n_recompute_modules, SEC_TRAIN),
     KI(kda_chunk_size, SEC_KDA),
     KS(metrics_file, SEC_KDA),
     KI(num_threads, SEC_KDA),
@@ -729,6 +730,14 @@ void kda_config_finalize(kda_config *c) {
     check_choice("kda_algo", c->kda_algo, algos, "chunk, recurrent");
     static const char *const recompute[] = {"", "selective", "full", NULL};
     check_choice("recompute_granularity", c->recompute_granularity, recompute, "null, selective, full");
+    static const char *const modules[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn", NULL};
+    for (int i = 0; i < c->n_recompute_modules; i++)
+        check_choice("recompute_modules entry", c->recompute_modules[i], modules,
+                     "layernorm, conv, swiglu, gated_norm, core_attn");
+    if (c->n_recompute_modules > 0 && strcmp(c->recompute_granularity, "selective"))
+        kda_die("config: recompute_modules is set but recompute_granularity is '%s'; the modules apply only to "
+                "recompute_granularity selective",
+                c->recompute_granularity);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -74,10 +74,15 @@ typedef struct {
     char device[16];                        // auto | cpu | cuda
     char kda_algo[16];                      // chunk | recurrent (CPU core algorithm)
     int kda_chunk_size;                     // 64
-    // Megatron's key: "" (none) | "selective" (recompute the norm outputs, the short-conv outputs
-    // and the SwiGLU product in the backward) | "full" (keep each layer's input only; rerun the
-    // layer's forward before its backward). Same numbers, less activation memory.
+    // Megatron's keys: recompute_granularity "" (none) | "selective" (recompute recompute_modules
+    // in the backward) | "full" (keep each layer's input only; rerun the layer's forward before
+    // its backward). Same numbers, less activation memory. Modules: layernorm (the two RMSNorm
+    // outputs), conv (short-conv outputs), swiglu (the SwiGLU product), gated_norm (the output
+    // gate's norm), core_attn (the KDA core's saved tensors); default for selective: all but
+    // core_attn.
     char recompute_granularity[16];
+    char recompute_modules[KDA_MAX_PATHS][16];
+    int n_recompute_modules;
     char metrics_file[KDA_PATH_MAX];        // JSON lines ("" = <save>/metrics.jsonl or none)
     int num_threads;                        // 0 = all cores (OpenMP)
     int sample_tokens;                      // tokens generated at the end of training (0 = none)

@@ -148,13 +148,30 @@ static kda_core_dims core_dims(const kda_model *m, int B, int T) {
 // A recomputed field of kda_layer_acts is one buffer shared by every layer: the forward of each
 // layer overwrites it, and the backward rewrites it (recompute_for_bwd) before reading it, with
 // the same ops on the same inputs, so the numbers are unchanged.
+enum { RC_LAYERNORM = 1, RC_CONV = 2, RC_SWIGLU = 4, RC_GATED_NORM = 8, RC_CORE = 16, RC_FULL = 32 };
+
+static int recompute_mask(const kda_config *c) {
+    if (!strcmp(c->recompute_granularity, "full")) return RC_FULL;
+    if (strcmp(c->recompute_granularity, "selective")) return 0;
+    if (c->n_recompute_modules == 0) return RC_LAYERNORM | RC_CONV | RC_SWIGLU | RC_GATED_NORM;
+    static const char *const names[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn"};
+    int mask = 0;
+    for (int i = 0; i < c->n_recompute_modules; i++)
+        for (int j = 0; j < 5; j++)
+            if (!strcmp(c->recompute_modules[i], names[j])) mask |= 1 << j;
+    return mask;
+}
+
 static int act_recomputed(const kda_model *m, size_t field) {
-    const char *g = m->cfg.recompute_granularity;
-    if (!strcmp(g, "full")) return field != offsetof(kda_layer_acts, h_in);
-    if (!strcmp(g, "selective"))
-        return field == offsetof(kda_layer_acts, xn) || field == offsetof(kda_layer_acts, x2) ||
-               field == offsetof(kda_layer_acts, q) || field == offsetof(kda_layer_acts, k) ||
-               field == offsetof(kda_layer_acts, v) || field == offsetof(kda_layer_acts, z);
+    int rc = recompute_mask(&m->cfg);
+    if (rc & RC_FULL) return field != offsetof(kda_layer_acts, h_in);
+    if (field == offsetof(kda_layer_acts, xn) || field == offsetof(kda_layer_acts, x2)) return rc & RC_LAYERNORM;
+    if (field == offsetof(kda_layer_acts, q) || field == offsetof(kda_layer_acts, k) ||
+        field == offsetof(kda_layer_acts, v))
+        return rc & RC_CONV;
+    if (field == offsetof(kda_layer_acts, z)) return rc & RC_SWIGLU;
+    if (field == offsetof(kda_layer_acts, y)) return rc & RC_GATED_NORM;
+    if (field == offsetof(kda_layer_acts, core_saved)) return rc & RC_CORE;
     return 0;
 }
 
@@ -364,10 +381,10 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T) {
 
 // Rewrites the shared (recomputed) activations of layer l before its backward reads them.
 static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
-    const char *g = m->cfg.recompute_granularity;
-    if (!g[0]) return;
+    int rc = recompute_mask(&m->cfg);
+    if (!rc) return;
     int L = m->cfg.num_hidden_layers;
-    if (!strcmp(g, "full")) { // the output buffer is free again: the layers above are done
+    if (rc & RC_FULL) { // the output buffer is free again: the layers above are done
         layer_fwd(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, B, T);
         return;
     }
@@ -375,14 +392,23 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, Dk = c->key_dim, Dv = c->value_dim, W = c->conv_size;
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, W = c->conv_size;
     float eps = (float)c->norm_eps;
-    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
-    o->conv_silu_fwd(a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
-    o->conv_silu_fwd(a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
-    o->conv_silu_fwd(a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
-    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
+    kda_core_dims cd = core_dims(m, B, T);
+    if (rc & RC_LAYERNORM) {
+        o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+        o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
+    }
+    if (rc & RC_CONV) {
+        o->conv_silu_fwd(a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
+        o->conv_silu_fwd(a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
+        o->conv_silu_fwd(a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
+    }
+    if (rc & RC_CORE) // rewrites o with the same bits
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
+    if (rc & RC_GATED_NORM)
+        o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    if (rc & RC_SWIGLU) o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
 }
 
 // dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.

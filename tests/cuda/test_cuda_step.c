@@ -170,13 +170,19 @@ int main(void) {
 
     // recompute_granularity selective / full on the GPU: the same loss and gradient bits as none
     {
-        static const char *const modes[3] = {"", "selective", "full"};
-        double lr3[3];
-        float *g3[3];
-        size_t act3[3];
-        for (int a = 0; a < 3; a++) {
+        static const char *const modes[4] = {"", "selective", "selective", "full"};
+        double lr3[4];
+        float *g3[4];
+        size_t act3[4];
+        for (int a = 0; a < 4; a++) {
             kda_config cr = c;
             snprintf(cr.recompute_granularity, sizeof cr.recompute_granularity, "%s", modes[a]);
+            if (a == 2) { // the default modules and the KDA core's saved tensors
+                static const char *const all[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn"};
+                for (int i = 0; i < 5; i++)
+                    snprintf(cr.recompute_modules[i], sizeof cr.recompute_modules[i], "%s", all[i]);
+                cr.n_recompute_modules = 5;
+            }
             kda_model *mm = kda_model_create(&cr, CU, B, T);
             kda_model_init(mm, seed);
             CU->zero(mm->grad, mm->n_floats * sizeof(float));
@@ -185,14 +191,14 @@ int main(void) {
             act3[a] = mm->act_bytes_total;
             kda_model_free(mm);
         }
-        for (int a = 1; a < 3; a++) {
+        for (int a = 1; a < 4; a++) {
             T_CHECK(lr3[a] == lr3[0], "GPU recompute %s: loss %.9g = %.9g", modes[a], lr3[a], lr3[0]);
             T_CHECK(!memcmp(g3[a], g3[0], mc->n_floats * sizeof(float)), "GPU recompute %s: the same gradient bits",
                     modes[a]);
             T_CHECK(act3[a] < act3[a - 1], "GPU recompute %s: less activation memory (%zu < %zu)", modes[a], act3[a],
                     act3[a - 1]);
         }
-        for (int a = 0; a < 3; a++) free(g3[a]);
+        for (int a = 0; a < 4; a++) free(g3[a]);
     }
 
     kda_model_free(mr);
