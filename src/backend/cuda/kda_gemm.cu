@@ -1,12 +1,14 @@
 // kda_gemm.cu — the chunk-batched small GEMM of the KDA core (see kda_cuda.cuh), on tensor
 // cores. A block computes one 64×64 output tile of one chunk. 64-deep slices of the operands are
-// staged in shared memory as bf16, read 16 bytes at a time along the stored rows; an fp32
+// staged in shared memory as bf16 in their stored orientation (a transposed operand is loaded
+// into col_major fragments), read and written 16 bytes at a time along the stored rows; an fp32
 // operand is staged as two bf16 parts, hi + lo, so that it keeps ~16 bits (each of its products
 // is then two bf16 MMAs). 8 warps multiply 16×16×16 fragments with fp32 accumulation (WMMA);
 // each term's alpha scales its fp32 sum. Operands are read through views (kda_cuda.cuh), so
 // bf16/fp32, transposes, token rows past the sequence end (zeros) and state snapshots all go
 // through the same code.
 #include <mma.h>
+#include <type_traits>
 
 #include "backend/cuda/kda_cuda.cuh"
 
@@ -22,10 +24,13 @@ union __align__(32) gemm_smem {
     float Cs[TM][CPD]; // the finished tile
 };
 
-// Stages the logical block x ∈ [X0, X0+XL), y ∈ [Y0, Y0+YL) of a view into dst[x−X0][y−Y0]
-// (row pitch 'pitch'; an fp32 view also leaves its low part in lo): zeros where x ≥ xmax, y ≥ ymax
-// or the stored token row is past n. The stored matrix is read along its rows, 8 elements per
-// load (16 bytes of bf16, 2 × 16 of fp32) where the row length and the pointer allow it.
+// Stages the logical block x ∈ [X0, X0+XL), y ∈ [Y0, Y0+YL) of a view into shared memory in the
+// view's stored orientation: dst[r][q] (row pitch 'pitch') holds stored row R0+r, column Q0+q,
+// i.e. the logical block row-major when the view is not transposed and column-major when it is
+// (the fragments are then loaded col_major, so nothing is transposed through shared memory).
+// An fp32 view also leaves its low part in lo. Zeros where x ≥ xmax, y ≥ ymax or the stored
+// token row is past n. Global reads and shared stores move 8 elements (16 bytes of bf16) at once
+// where the row length and the pointer allow it.
 __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, int b, int c, int h, int n, int X0,
                                             int XL, int xmax, int Y0, int YL, int ymax, bf16 *hi, bf16 *lo,
                                             int pitch) {
@@ -58,23 +63,53 @@ __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, 
                 x[t] = !ok ? 0.0f : v.f32 ? ((const float *)v.p)[off + t] : bf2f(((const bf16 *)v.p)[off + t]);
             }
         }
+        __align__(16) bf16 hv[8];
 #pragma unroll
-        for (int t = 0; t < 8; t++) {
-            int o = v.trans ? (qq + t) * pitch + rr : rr * pitch + qq + t;
-            bf16 hv = f2bf(x[t]);
-            hi[o] = hv;
-            if (v.f32) lo[o] = f2bf(x[t] - bf2f(hv));
+        for (int t = 0; t < 8; t++) hv[t] = f2bf(x[t]);
+        *(uint4 *)&hi[rr * pitch + qq] = *(const uint4 *)hv;
+        if (v.f32) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) hv[t] = f2bf(x[t] - bf2f(hv[t]));
+            *(uint4 *)&lo[rr * pitch + qq] = *(const uint4 *)hv;
         }
     }
 }
 
-__global__ void __launch_bounds__(256) chunk_gemm_kernel(kda_shape s, kgemm g, int tiles_n, int tiles) {
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> facc;
+
+// One staged 64-deep slice: part[f] += op(A)[wr.., :]·op(B)[:, wc+16f..] for this warp's two
+// 16×16 tiles. TA/TB: the operand was staged in its stored (transposed) orientation.
+template <bool TA, bool TB>
+__device__ __forceinline__ void mma_slice(const gemm_smem &sm, int wr, int wc, bool splitA, bool splitB,
+                                          facc part[2]) {
+    typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
+    typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
+#pragma unroll
+    for (int kk = 0; kk < WK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al;
+        wmma::load_matrix_sync(ah, TA ? &sm.in.Ah[kk][wr] : &sm.in.Ah[wr][kk], AP);
+        if (splitA) wmma::load_matrix_sync(al, TA ? &sm.in.Al[kk][wr] : &sm.in.Al[wr][kk], AP);
+#pragma unroll
+        for (int f = 0; f < 2; f++) {
+            int j = wc + 16 * f;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
+            wmma::load_matrix_sync(bh, TB ? &sm.in.Bh[j][kk] : &sm.in.Bh[kk][j], BP);
+            wmma::mma_sync(part[f], ah, bh, part[f]);
+            if (splitA) wmma::mma_sync(part[f], al, bh, part[f]);
+            if (splitB) {
+                wmma::load_matrix_sync(bl, TB ? &sm.in.Bl[j][kk] : &sm.in.Bl[kk][j], BP);
+                wmma::mma_sync(part[f], ah, bl, part[f]);
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g, int tiles_n, int tiles) {
     __shared__ gemm_smem sm;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z / tiles, tile = blockIdx.z % tiles;
     int i0 = (tile / tiles_n) * TM, j0 = (tile % tiles_n) * TM;
     int n = min(s.C, s.T - c * s.C);
     int tid = threadIdx.x, warp = tid >> 5, wr = (warp >> 1) * 16, wc = (warp & 1) * 32;
-    typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> facc;
     facc acc[2], part[2];
     wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
     for (int t = 0; t < g.nterms; t++) {
@@ -86,22 +121,12 @@ __global__ void __launch_bounds__(256) chunk_gemm_kernel(kda_shape s, kgemm g, i
             stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
             stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
             __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < WK; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> ah, al;
-                wmma::load_matrix_sync(ah, &sm.in.Ah[wr][kk], AP);
-                if (splitA) wmma::load_matrix_sync(al, &sm.in.Al[wr][kk], AP);
-#pragma unroll
-                for (int f = 0; f < 2; f++) {
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> bh, bl;
-                    wmma::load_matrix_sync(bh, &sm.in.Bh[kk][wc + 16 * f], BP);
-                    wmma::mma_sync(part[f], ah, bh, part[f]);
-                    if (splitA) wmma::mma_sync(part[f], al, bh, part[f]);
-                    if (splitB) {
-                        wmma::load_matrix_sync(bl, &sm.in.Bl[kk][wc + 16 * f], BP);
-                        wmma::mma_sync(part[f], ah, bl, part[f]);
-                    }
-                }
+            if (tm.A.trans) {
+                if (tm.B.trans) mma_slice<true, true>(sm, wr, wc, splitA, splitB, part);
+                else mma_slice<true, false>(sm, wr, wc, splitA, splitB, part);
+            } else {
+                if (tm.B.trans) mma_slice<false, true>(sm, wr, wc, splitA, splitB, part);
+                else mma_slice<false, false>(sm, wr, wc, splitA, splitB, part);
             }
         }
 #pragma unroll
@@ -112,14 +137,34 @@ __global__ void __launch_bounds__(256) chunk_gemm_kernel(kda_shape s, kgemm g, i
     wmma::store_matrix_sync(&sm.Cs[wr][wc], acc[0], CPD, wmma::mem_row_major);
     wmma::store_matrix_sync(&sm.Cs[wr][wc + 16], acc[1], CPD, wmma::mem_row_major);
     __syncthreads();
-    for (int e = tid; e < TM * TM; e += 256) {
-        int ii = e / TM, jj = e % TM, i = i0 + ii, j = j0 + jj;
+    // 8 consecutive columns per thread: one 16-byte store of bf16 (two of fp32) where aligned
+    bool vec = g.out_ld % 8 == 0 && ((uintptr_t)g.out & 15) == 0;
+    for (int e = tid; e < TM * TM / 8; e += 256) {
+        int ii = e / (TM / 8), jj = (e % (TM / 8)) * 8, i = i0 + ii, j = j0 + jj;
         if (i >= g.M || i >= n || j >= g.N) continue;
-        float v = sm.Cs[ii][jj];
-        if ((g.mask == KMASK_LOWER && j > i) || (g.mask == KMASK_STRICT && j >= i)) v = 0.0f;
+        float v[8];
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            v[t] = sm.Cs[ii][jj + t];
+            if ((g.mask == KMASK_LOWER && j + t > i) || (g.mask == KMASK_STRICT && j + t >= i)) v[t] = 0.0f;
+        }
         size_t o = kda_row(s, b, c, h, i) * g.out_ld + j;
-        if (g.out_f32) ((float *)g.out)[o] = v;
-        else ((bf16 *)g.out)[o] = f2bf(v);
+        if (vec && j + 8 <= g.N) {
+            if (g.out_f32) {
+                *(float4 *)((float *)g.out + o) = make_float4(v[0], v[1], v[2], v[3]);
+                *(float4 *)((float *)g.out + o + 4) = make_float4(v[4], v[5], v[6], v[7]);
+            } else {
+                __align__(16) bf16 w[8];
+#pragma unroll
+                for (int t = 0; t < 8; t++) w[t] = f2bf(v[t]);
+                *(uint4 *)((bf16 *)g.out + o) = *(const uint4 *)w;
+            }
+        } else {
+            for (int t = 0; t < 8 && j + t < g.N; t++) {
+                if (g.out_f32) ((float *)g.out)[o + t] = v[t];
+                else ((bf16 *)g.out)[o + t] = f2bf(v[t]);
+            }
+        }
     }
 }
 
