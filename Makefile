@@ -35,7 +35,7 @@ TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test test-c test-san test-py demo bench clean cuda cuda-device-bins
+.PHONY: all deps test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins
 all: deps-check kda
 
 # ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/ops_cuda_stub.c.
@@ -44,31 +44,53 @@ all: deps-check kda
 # `make cuda-device-bins` links tests/cuda/*.c for the GPU machine (libyaml/snappy static).
 CUDA_TEST_SRC := $(wildcard tests/cuda/test_cuda_*.c)
 TEST_BIN += $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/%)
+# CUDA_ARCHS: the GPUs to build native code for, as compute capabilities without the dot (80 A100,
+# 86 RTX 30xx, 89 RTX 40xx / L40S, 90a H100 / H200 with Hopper's own instructions, 100 B200);
+# CUDA_PTX: the virtual architecture whose PTX is embedded too, for cards newer than the list
+# (the driver compiles it at start). `make CUDA_ARCHS=90a` builds quicker for one card;
+# `make CUDA_ARCHS= CUDA_PTX=80` builds only portable PTX (what an A100-class card runs).
+comma := ,
+CUDA_ARCHS ?= 80 86 89 90a 100
+CUDA_PTX   ?= $(patsubst %a,%,$(lastword $(CUDA_ARCHS)))
+CUDA_TAG   := $(subst $(eval) ,-,$(strip $(CUDA_ARCHS)))+ptx$(CUDA_PTX)
+CU_DIR     := build/cu-$(CUDA_TAG)
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
-  CU_OBJ    := $(patsubst %.cu,build/%.o,$(wildcard src/backend/cuda/*.cu))
+  CU_OBJ    := $(patsubst src/backend/cuda/%.cu,$(CU_DIR)/%.o,$(wildcard src/backend/cuda/*.cu))
   LIB_OBJ   := $(filter-out $(BUILD)/src/backend/cuda/ops_cuda_stub.o,$(LIB_OBJ)) $(CU_OBJ)
   CFLAGS    += -DKDA_HAVE_CUDA
-  NVFLAGS   := -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -g -Xcompiler -Wall,-Wextra,-Werror -Isrc -DKDA_HAVE_CUDA
+  GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+               $(if $(CUDA_PTX),-gencode=arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
+  NVFLAGS   := $(GENCODE) -O3 -std=c++17 -g -Xcompiler -Wall,-Wextra,-Werror -Isrc -DKDA_HAVE_CUDA \
+               -DKDA_CUDA_ARCHS='"$(strip $(CUDA_ARCHS)) + PTX $(CUDA_PTX)"'
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
   LDLIBS    += $(CUDA_LIBS)
-build/src/backend/cuda/%.o: src/backend/cuda/%.cu $(wildcard src/*/*.h src/backend/cuda/*.cuh src/backend/cuda/*.h)
+$(CU_DIR)/%.o: src/backend/cuda/%.cu $(wildcard src/*/*.h src/backend/cuda/*.cuh src/backend/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 endif
 $(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c $(BUILD)/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libkda.a $(LDLIBS)
-CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,build/cuda-device/%,$(wildcard tests/cuda/*.c)) build/cuda-device/kda
+# Programs for the GPU machine (libyaml and snappy linked statically: it lacks them), in DEVICE_DIR.
+DEVICE_DIR ?= build/cuda-device
+DEVICE_LIBS = -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
+  -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
+CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,$(DEVICE_DIR)/%,$(wildcard tests/cuda/*.c)) $(DEVICE_DIR)/kda
 cuda-device-bins: $(CUDA_DEVICE_BIN)
-build/cuda-device/kda: build/src/cli/main.o build/libkda.a
+# Both sets the device scripts use: native Hopper code (build/cuda-device) and portable compute_80
+# PTX only (build/cuda-device-ptx80: the code path of A100-class cards, run on the H200).
+device-bins:
+	$(MAKE) BUILD=build/dev-sm90a CUDA_ARCHS=90a CUDA_PTX= DEVICE_DIR=build/cuda-device cuda-device-bins
+	$(MAKE) BUILD=build/dev-ptx80 CUDA_ARCHS= CUDA_PTX=80 DEVICE_DIR=build/cuda-device-ptx80 cuda-device-bins
+	tools/build_info.sh > build/cuda-device/BUILD_INFO
+	cp build/cuda-device/BUILD_INFO build/cuda-device-ptx80/BUILD_INFO
+$(DEVICE_DIR)/kda: $(BUILD)/src/cli/main.o $(BUILD)/libkda.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
-	  -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
-build/cuda-device/%: tests/cuda/%.c build/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
+	$(CC) $(CFLAGS) -o $@ $^ $(DEVICE_LIBS)
+$(DEVICE_DIR)/%: tests/cuda/%.c $(BUILD)/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< build/libkda.a -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
-	  -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkda.a $(DEVICE_LIBS)
 
 deps-check:
 	@tools/deps.sh check

@@ -108,6 +108,7 @@ int cmd_bench(int argc, char **argv) {
     qsort(ms, steps, sizeof(double), cmp_double);
     double med = ms[steps / 2], tps = N / (med / 1e3), fpt = kda_model_train_flops_per_token(&cfg);
     double param_bytes = (double)m->n_floats * (4 * 4 + (m->work == (void *)m->master ? 0 : ops->w_bytes));
+    printf("kda bench: backend %s: %s (%s)\n", ops->name, ops->describe(), kda_backend_reason());
     printf("kda bench: %s backend, %d threads | %zu parameters | micro-batch %d x %d tokens | loss %.4f\n", ops->name,
            omp_get_max_threads(), kda_model_num_params(m), B, T, loss);
     printf("  step %.1f ms (median of %d; min %.1f, max %.1f) | %.0f tokens/s | %.4g GFLOP/token (3 x forward, §7)\n",

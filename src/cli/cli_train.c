@@ -132,6 +132,7 @@ int cmd_train(int argc, char **argv) {
     printf("kda train: %s | %zu parameters (%.2fM) | %d layers, hidden %d, heads %d x (k %d, v %d) | vocab %d\n",
            path ? path : "(built-in tiny config)", n_params, n_params / 1e6, cfg.num_hidden_layers, cfg.hidden_size,
            cfg.num_heads, cfg.head_dim, cfg.head_v_dim, cfg.vocab_size);
+    printf("kda train: backend %s: %s (%s)\n", ops->name, ops->describe(), kda_backend_reason());
     printf("kda train: backend %s, %d threads, %d rank%s | batch %d x %d tokens (%d micro-batches of %d) | "
            "%ld iterations | activations %.1f MiB\n",
            ops->name, omp_get_max_threads(), dist->world, dist->world > 1 ? "s" : "", cfg.global_batch_size, T,

@@ -121,6 +121,9 @@ typedef struct kda_ops {
     void (*master_to_work)(const float *p, void *w, size_t n);
     int (*has_nonfinite)(const float *g, size_t n);
 
+    // One line for start-up logs: the device, and for a GPU which code path runs and why.
+    const char *(*describe)(void);
+
     // ---- step profile (a capability: NULL where the backend has none) ----
     // Between profile_begin and profile_end every op call is timed on the device by phase;
     // profile_end waits for the device and fills *out. Costs a few µs per op while on.
@@ -133,7 +136,11 @@ typedef struct kda_ops {
 const kda_ops *kda_ops_cpu(void);
 // The CUDA backend, or NULL (with *why set) when not built or no GPU is usable.
 const kda_ops *kda_ops_cuda(const char **why);
-// device "cpu" | "cuda" | "auto" (CUDA when usable, else CPU); dies when "cuda" is unusable.
+// device "cpu" | "cuda" | "auto" (CUDA when usable, else CPU); dies when "cuda" is unusable,
+// naming the reason.
 const kda_ops *kda_pick_backend(const char *device);
+// Why the last kda_pick_backend chose what it chose, for the start line ("device auto: no
+// usable GPU: ..." when auto fell back to the CPU).
+const char *kda_backend_reason(void);
 
 #endif

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -435,8 +436,15 @@ static int cpu_has_nonfinite(const float *g, size_t n) {
     return bad;
 }
 
+static const char *cpu_describe(void) {
+    static char buf[96];
+    snprintf(buf, sizeof buf, "fp32 on the CPU, %d OpenMP threads, OpenBLAS", omp_get_max_threads());
+    return buf;
+}
+
 static const kda_ops cpu_ops = {
     .name = "cpu",
+    .describe = cpu_describe,
     .act_bytes = 4,
     .w_bytes = 4,
     .alloc = cpu_alloc,
@@ -474,11 +482,17 @@ static const kda_ops cpu_ops = {
 
 const kda_ops *kda_ops_cpu(void) { return &cpu_ops; }
 
+static char backend_reason[640];
+
+const char *kda_backend_reason(void) { return backend_reason; }
+
 const kda_ops *kda_pick_backend(const char *device) {
     const char *why = NULL;
+    snprintf(backend_reason, sizeof backend_reason, "device %s", device);
     if (!strcmp(device, "cpu")) return kda_ops_cpu();
     const kda_ops *cu = kda_ops_cuda(&why);
     if (cu) return cu;
     if (!strcmp(device, "cuda")) kda_die("device 'cuda' requested but unavailable: %s; use --device cpu", why ? why : "unknown reason");
+    snprintf(backend_reason, sizeof backend_reason, "device auto fell back to the CPU: %s", why ? why : "no usable GPU");
     return kda_ops_cpu();
 }

@@ -95,6 +95,8 @@ void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out) {
 // ---- the table ----
 // Every op that queues device work is wrapped for the step profile (profile.cu) by its phase.
 
+static const char *cu_describe(void);
+
 static const kda_ops cuda_ops = {
     .name = "cuda",
     .act_bytes = 2,
@@ -130,12 +132,63 @@ static const kda_ops cuda_ops = {
     .adamw = CU_PROFILED(KDA_PHASE_OTHER, cu_adamw),
     .master_to_work = CU_PROFILED(KDA_PHASE_OTHER, cu_master_to_work),
     .has_nonfinite = CU_PROFILED(KDA_PHASE_OTHER, cu_has_nonfinite),
+    .describe = cu_describe,
     .profile_begin = cu_profile_begin,
     .profile_end = cu_profile_end,
 };
 
 static int probed;          // 0: not yet, 1: usable, -1: not usable
-static char why_buf[512];
+static char why_buf[1024], desc_buf[1024];
+
+#ifndef KDA_CUDA_ARCHS
+#define KDA_CUDA_ARCHS "(not recorded)"
+#endif
+
+// Which code of this build the driver runs on the chosen GPU: a kernel's binary and PTX
+// versions (a binary for another minor version of the same major, or PTX compiled by the
+// driver at start, when the build has no binary for this card).
+__global__ void probe_kernel(int *p) {
+    if (p) *p = 0;
+}
+
+static const char *cu_describe(void) { return desc_buf; }
+
+// Fills why_buf and returns 0 when GPU dev cannot run kda; else describes it and returns 1.
+static int check_device(int dev) {
+    cudaDeviceProp prop;
+    CU_CHECK(cudaGetDeviceProperties(&prop, dev));
+    if (prop.major < 8) {
+        snprintf(why_buf, sizeof why_buf,
+                 "GPU %d (%s) has compute capability %d.%d; kda's CUDA backend needs 8.0 or newer (bf16 tensor cores: "
+                 "A100, RTX 30xx/40xx, L40S, H100/H200, B200)",
+                 dev, prop.name, prop.major, prop.minor);
+        return 0;
+    }
+    CU_CHECK(cudaSetDevice(dev));
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, probe_kernel);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why_buf, sizeof why_buf,
+                 "GPU %d (%s, compute capability %d.%d) cannot run this build's kernels (%s): it was built for "
+                 "CUDA_ARCHS=\"%s\"; rebuild with `make CUDA_ARCHS=...` including %d%d",
+                 dev, prop.name, prop.major, prop.minor, cudaGetErrorString(e), KDA_CUDA_ARCHS, prop.major, prop.minor);
+        return 0;
+    }
+    int cc = prop.major * 10 + prop.minor;
+    char path[160];
+    if (fa.binaryVersion == cc && fa.ptxVersion == cc)
+        snprintf(path, sizeof path, "native sm_%d kernels", cc);
+    else if (fa.ptxVersion < cc && fa.binaryVersion == cc)
+        snprintf(path, sizeof path, "portable kernels: compute_%d PTX compiled by the driver (no sm_%d code in this build)",
+                 fa.ptxVersion, cc);
+    else
+        snprintf(path, sizeof path, "portable kernels: sm_%d binary", fa.binaryVersion);
+    snprintf(desc_buf, sizeof desc_buf, "GPU %d %s, compute capability %d.%d, %d SMs, %.1f GiB; %s; built for %s", dev,
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, path,
+             KDA_CUDA_ARCHS);
+    return 1;
+}
 
 extern "C" const kda_ops *kda_ops_cuda(const char **why) {
     if (probed == 0) {
@@ -149,15 +202,9 @@ extern "C" const kda_ops *kda_ops_cuda(const char **why) {
         } else {
             // One process per GPU: the launcher's local rank picks the device (0 without one).
             int dev = kda_dist_env_local_rank() % n;
-            cudaDeviceProp prop;
-            CU_CHECK(cudaGetDeviceProperties(&prop, dev));
-            if (prop.major != 9 || prop.minor != 0) {
-                snprintf(why_buf, sizeof why_buf,
-                         "GPU %d (%s) has compute capability %d.%d; this kda has kernels for 9.0 (H100/H200) only",
-                         dev, prop.name, prop.major, prop.minor);
+            if (!check_device(dev)) {
                 probed = -1;
             } else {
-                CU_CHECK(cudaSetDevice(dev));
                 CU_CHECK(cudaStreamCreate(&cu_stream));
                 CU_CHECK(cudaMalloc(&cu_err_flag, sizeof(int)));
                 CU_CHECK(cudaMemsetAsync(cu_err_flag, 0, sizeof(int), cu_stream));
