@@ -24,13 +24,22 @@ union __align__(32) gemm_smem {
     float Cs[TM][CPD]; // the finished tile
 };
 
+// 16 bytes global -> shared without a register round trip (sm_80+); cp_async_wait_all() before
+// the barrier that publishes them.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // Stages the logical block x ∈ [X0, X0+XL), y ∈ [Y0, Y0+YL) of a view into shared memory in the
 // view's stored orientation: dst[r][q] (row pitch 'pitch') holds stored row R0+r, column Q0+q,
 // i.e. the logical block row-major when the view is not transposed and column-major when it is
 // (the fragments are then loaded col_major, so nothing is transposed through shared memory).
 // An fp32 view also leaves its low part in lo. Zeros where x ≥ xmax, y ≥ ymax or the stored
 // token row is past n. Global reads and shared stores move 8 elements (16 bytes of bf16) at once
-// where the row length and the pointer allow it.
+// where the row length and the pointer allow it; such bf16 pieces are copied as they are, with
+// cp.async (the caller waits for them before its barrier).
 __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, int b, int c, int h, int n, int X0,
                                             int XL, int xmax, int Y0, int YL, int ymax, bf16 *hi, bf16 *lo,
                                             int pitch) {
@@ -49,6 +58,10 @@ __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, 
         int rr = e / nvq, qq = (e - rr * nvq) * 8, r = R0 + rr, q = Q0 + qq;
         float x[8];
         size_t off = base + (size_t)r * rstride + q;
+        if (vec && !v.f32 && r < rmax && q + 8 <= qmax) { // bf16 as stored: a raw 16-byte copy
+            cp_async16(&hi[rr * pitch + qq], (const bf16 *)v.p + off);
+            continue;
+        }
         if (vec && r < rmax && q + 8 <= qmax) {
             if (v.f32) {
                 load16((const float *)v.p + off, x);
@@ -120,6 +133,7 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
             __syncthreads();
             stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
             stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
+            cp_async_wait_all();
             __syncthreads();
             if (tm.A.trans) {
                 if (tm.B.trans) mma_slice<true, true>(sm, wr, wc, splitA, splitB, part);
