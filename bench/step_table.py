@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The table of bench/step_vs_fla.sh's log: kda and FLA per (model, micro-batch), and the ratio.
+"""The table of bench/step_vs_fla.sh's logs (one or more): kda and FLA per (model, micro-batch), and the ratio.
 
 Reads the `== kda MODEL micro-batch B` headers and `kda bench` lines, and FLA's
 `FLA MODEL micro-batch B x T: ...` lines; prints a markdown table (tokens/s, MFU, peak memory).
@@ -37,7 +37,10 @@ def parse(lines):
 
 
 def main():
-    rows = parse(open(sys.argv[1]).read().splitlines())
+    lines = []
+    for path in sys.argv[1:]:
+        lines += open(path).read().splitlines()
+    rows = parse(lines)
     print("| config, micro-batch x 2048 | kda tokens/s (MFU) | FLA tokens/s (MFU) | kda / FLA | peak memory kda / FLA |")
     print("|---|---|---|---|---|")
     for (model, b), r in rows.items():

@@ -5,24 +5,27 @@
 # then a table with the ratios (bench/step_table.py).
 # On the GPU machine, through the device tool with carry [build/cuda-device, .whl]:
 #   bash bench/step_vs_fla.sh            both sides
-#   STEP_SIDES=kda bash bench/step_vs_fla.sh   kda only
+#   STEP_SIDES=kda bash bench/step_vs_fla.sh   kda only; STEP_SIDES=fla: FLA only
+#   (two device calls, each under the 10-minute limit: python3 bench/step_table.py LOG1 LOG2 joins them)
 # Needs build/cuda-device/kda (`make cuda-device-bins`). Log: $OUT/step_vs_fla.txt.
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-/tmp}
-LOG=$OUTDIR/step_vs_fla.txt
+SIDES=${STEP_SIDES:-kda,fla}
+LOG=$OUTDIR/step_vs_fla${STEP_SIDES:+_$STEP_SIDES}.txt
 exec > >(tee "$LOG") 2>&1
 K=${KDA:-build/cuda-device/kda}
 STEPS=${STEPS:-6}
 echo "step_vs_fla: $(date -u '+%F %H:%M UTC'), $(head -1 build/cuda-device/BUILD_INFO 2>/dev/null || echo 'no BUILD_INFO')"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for spec in "300M 16" "300M 32" "1B 16"; do
+    [[ ",$SIDES," == *",kda,"* ]] || break
     set -- $spec
     echo "== kda $1 micro-batch $2"
     timeout 300 "$K" bench "configs/kda-$1.yaml" --device cuda --set "micro_batch_size=$2" --set "global_batch_size=$2" \
-        --steps "$STEPS" --warmup 2
+        --steps "$STEPS" --warmup 2 ${KDA_BENCH_SET:+--set $KDA_BENCH_SET}
 done
-if [ "${STEP_SIDES:-kda,fla}" != kda ]; then
+if [[ ",$SIDES," == *",fla,"* ]]; then
     echo "== FLA (same card)"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

@@ -15,10 +15,10 @@
 # small KDA case.
 set -u
 cd "$(dirname "$0")/../.."
-BIN=build/cuda-device
+BIN=${KDA_DEVICE_BIN:-build/cuda-device}   # build/cuda-device-ptx80: the portable code path
 OUTDIR=${OUT:-/tmp/kda-device-out}
 mkdir -p "$OUTDIR"
-LOG=$OUTDIR/device_log.txt
+LOG=$OUTDIR/${KDA_DEVICE_LOG:-device_log.txt}
 exec > >(tee "$LOG") 2>&1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1
 mkdir -p "$TRITON_CACHE_DIR"
