@@ -1,0 +1,53 @@
+"""kda's TensorBoard event files, read by the tensorboard package itself.
+
+build/tools/tb_write writes scalars with src/train/tensorboard.c under Megatron's tag names;
+tensorboard's EventAccumulator (what TensorBoard's server uses) must list the same tags, steps
+and values (float32), and the file must be found by TensorBoard's own directory scan.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing import io_wrapper
+
+BUILD = os.environ.get("KDA_BUILD", "build")
+
+
+def main():
+    fails = 0
+    with tempfile.TemporaryDirectory() as d:
+        run = os.path.join(d, "runs", "kda")
+        want = {"lm loss": [(1, 11.97), (2, 10.5), (3, 9.25)],
+                "learning-rate": [(1, 1e-6), (2, 2e-6), (3, 3e-6)],
+                "lm loss validation": [(3, 9.5)]}
+        args = [os.path.join(BUILD, "tools", "tb_write"), run]
+        for tag, pts in want.items():
+            for s, v in pts:
+                args += [tag, str(s), repr(v)]
+        path = subprocess.check_output(args, text=True).strip()
+        found = list(io_wrapper.GetLogdirSubdirectories(d))
+        ok = run in found
+        print(("  ok   " if ok else "  FAIL ") + f" TensorBoard finds the run folder ({found})")
+        fails += not ok
+        acc = EventAccumulator(run)
+        acc.Reload()
+        tags = sorted(acc.Tags()["scalars"])
+        ok = tags == sorted(want)
+        print(("  ok   " if ok else "  FAIL ") + f" scalar tags {tags}")
+        fails += not ok
+        for tag, pts in want.items():
+            got = [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
+            import numpy as np
+            exp = [(s, float(np.float32(v))) for s, v in pts]
+            ok = got == exp
+            print(("  ok   " if ok else "  FAIL ") + f" {tag!r}: {got}")
+            fails += not ok
+        print(f"  (file {os.path.basename(path)})")
+    print(f"test_tensorboard: {'FAILED' if fails else 'passed'}")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
