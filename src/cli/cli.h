@@ -7,6 +7,7 @@ int cmd_encode(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

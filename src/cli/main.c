@@ -26,6 +26,7 @@ static const command commands[] = {
     {"generate", cmd_generate, "text from a checkpoint with the recurrent form", NULL},
     {"eval", cmd_eval, "lm-eval-harness-compatible scoring on local task files; validation loss", NULL},
     {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps", NULL},
+    {"plot", cmd_plot, "loss, lr and tokens/s curves of metrics files as an SVG", NULL},
 };
 #define N_COMMANDS (int)(sizeof(commands) / sizeof(commands[0]))
 
