@@ -7,7 +7,7 @@ NVCC     ?= nvcc
 BUILD    ?= build
 SAN      ?= 0
 OPT      ?= -O2 -march=x86-64-v2
-CFLAGS   := -std=c11 $(OPT) -g -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE -Isrc -Itests
+CFLAGS   := -std=c11 $(OPT) -g -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE -Isrc -Itests -Ibuild/gen
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 CFLAGS   += $(MPI_CFLAGS)
@@ -91,6 +91,13 @@ $(DEVICE_DIR)/kda: $(BUILD)/src/cli/main.o $(BUILD)/libkda.a
 $(DEVICE_DIR)/%: tests/cuda/%.c $(BUILD)/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkda.a $(DEVICE_LIBS)
+
+# build/gen/kda_build.h: release, commit and CUDA archs for `kda --version` (rewritten only on change)
+BUILD_H_CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),$(strip $(CUDA_ARCHS)) + PTX $(CUDA_PTX))
+build/gen/kda_build.h: FORCE
+	@tools/gen_build_h.sh $@ "$(BUILD_H_CUDA)"
+FORCE:
+$(BUILD)/src/base/version.o: build/gen/kda_build.h
 
 deps-check:
 	@tools/deps.sh check

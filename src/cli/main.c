@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/version.h"
 #include "cli/cli.h"
 
 // OpenBLAS's own (not in every cblas.h: Debian's netlib alternative lacks it); we link -lopenblas.
@@ -37,6 +38,7 @@ static void usage(FILE *f) {
                 commands[i].pending ? " [not built yet: " : "", commands[i].pending ? commands[i].pending : "",
                 commands[i].pending ? "]" : "");
     fprintf(f, "  %-9s %s\n", "help", "this list");
+    fprintf(f, "  %-9s %s\n", "version", "release, git commit and CUDA architectures of this build (also --version)");
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
 }
 
@@ -67,6 +69,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *name = argv[1];
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("%s\n", kda_version_string());
+        return 0;
+    }
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         usage(stdout);
         return 0;
