@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# device_session.sh a|b — one session's GPU measurements in two device calls (each under the
+# 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
+#   a: device tests on the native Hopper build and on the portable compute_80-PTX build, the
+#      KDA-core and op benchmarks, kda's side of bench/step_vs_fla.sh, recompute and portable-path
+#      steps, the largest micro-batches with selective recompute;
+#   b: FLA's side of bench/step_vs_fla.sh, the 150-step loss parity run (bench/parity_vs_fla.sh),
+#      the KDA core against FLA and float64 (tests/cuda/fla_kda_compare.py).
+# Through the device tool with carry [build/cuda-device, build/cuda-device-ptx80, .whl]. Logs in $OUT.
+set -u
+cd "$(dirname "$0")/.."
+OUTDIR=${OUT:-/tmp/kda-session}; mkdir -p "$OUTDIR"
+exec > >(tee "$OUTDIR/session_$1.txt") 2>&1
+N=build/cuda-device P=build/cuda-device-ptx80
+echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/null)"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+t0=$SECONDS
+lap() { echo "--- $1 done at $((SECONDS - t0)) s"; }
+bench300() { # dir, label, extra --set
+    echo "== $2"
+    timeout 120 "$1/kda" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+        --steps 4 --warmup 1 ${3:+--set $3} | grep -E "backend cuda:|step |phase|GEMMs|memory"
+}
+case "$1" in
+a)
+    KDA_DEVICE_STEPS=ops,kda,step,nccl,decode,sanitizer KDA_DEVICE_BUDGET_S=170 KDA_DEVICE_LOG=device_log_native.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A20 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
+    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=200 KDA_DEVICE_LOG=device_log_ptx80.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A20 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | tail -25
+    timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"; echo "(portable:)"; timeout 90 $P/bench_kda_cuda 16 32 | grep "^ours"
+    lap "kernel benchmarks"
+    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
+    bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
+    bench300 $P "300M 32x2048, portable compute_80 PTX build" ""
+    echo "== 1B 16x2048, recompute selective"
+    timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
+    lap "recompute and portable steps"
+    KDA_BATCHES="64 96 128" KDA_BENCH_SET=recompute_granularity=selective timeout 150 bash bench/gpu_maxbatch.sh $N configs/kda-300M.yaml
+    KDA_BATCHES="32 48" KDA_BENCH_SET=recompute_granularity=selective timeout 100 bash bench/gpu_maxbatch.sh $N configs/kda-1B.yaml
+    lap "largest micro-batches"
+    ;;
+b)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
+    [ -f $N/triton_cache.tgz ] && mkdir -p $TRITON_CACHE_DIR && tar xzf $N/triton_cache.tgz -C $TRITON_CACHE_DIR
+    if [ -f bench/parity_vs_fla.sh ]; then
+        KDA=$N/kda timeout 330 bash bench/parity_vs_fla.sh 2>&1 | tail -30; lap "loss parity vs FLA"
+    fi
+    STEP_SIDES=fla STEPS=5 timeout 300 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -E "^FLA" "$OUTDIR/step_vs_fla_fla.txt"; lap "FLA step table"
+    timeout 120 python3 tests/cuda/fla_kda_compare.py all $N 16 32 2>&1 | tail -12; lap "KDA core vs FLA vs fp64"
+    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    ;;
+esac
+echo "device_session $1 finished in $((SECONDS - t0)) s"
