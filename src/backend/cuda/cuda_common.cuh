@@ -66,6 +66,21 @@ __device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
 __device__ __forceinline__ float round_bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// 16 bytes from an aligned address into fp32 registers (no local-memory round trip)
+__device__ __forceinline__ void load16(const float *p, float *x) {
+    float4 u = *(const float4 *)p;
+    x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w;
+}
+__device__ __forceinline__ void load16(const bf16 *p, float *x) {
+    uint4 u = *(const uint4 *)p;
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        x[2 * t] = __uint_as_float(w[t] << 16);           // bf16 → fp32: the high half of the word
+        x[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
+    }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

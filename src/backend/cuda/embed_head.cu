@@ -9,7 +9,8 @@
 // exist whole. Per chunk: logits = x·Eᵀ (bf16 GEMM, fp32 accumulate, bf16 store), per-row
 // logsumexp in fp32, loss = lse − logit[target]; for training the chunk is overwritten in place
 // by dlogits = (softmax − onehot)·grad_scale (bf16), then dx = dlogits·E (GEMM) and
-// dE += dlogitsᵀ·x (fp32 accumulate GEMM). The per-row losses are summed on the host in fp64.
+// dE += dlogitsᵀ·x (fp32 accumulate GEMM). The per-row losses are summed on the device in fp64
+// in a fixed order; the host reads back the sum and the count of valid targets (16 bytes).
 #include "backend/cuda/cuda_common.cuh"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -77,42 +78,70 @@ void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d)
 
 // ---- fused linear cross-entropy ----
 
-enum { CE_THREADS = 512, CE_SCRATCH_BYTES = 512 << 20 };
+enum { CE_THREADS = 1024, CE_SCRATCH_BYTES = 512 << 20, SUM_THREADS = 1024 };
 
 __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
     if (m2 == -INFINITY) return;
     if (m == -INFINITY) { m = m2, s = s2; return; }
     float mx = fmaxf(m, m2);
-    s = s * expf(m - mx) + s2 * expf(m2 - mx);
+    s = s * __expf(m - mx) + s2 * __expf(m2 - mx);
     m = mx;
 }
 
-// One block per row of the logits chunk. loss[n] = lse − logit[target] (−1 when ignored).
-// With grad: the row becomes (softmax − onehot)·grad_scale, bf16 (zeros when ignored).
-__global__ void ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV,
-                               float grad_scale, int grad, float *__restrict__ loss, int *err) {
+// Adds 8 logits to a running (max, Σ exp(x − max)): one rescale at most per 8.
+__device__ __forceinline__ void lse_add8(float &m, float &s, const float *x) {
+    float mx = x[0];
+#pragma unroll
+    for (int t = 1; t < 8; t++) mx = fmaxf(mx, x[t]);
+    if (mx > m) {
+        s *= __expf(m - mx); // 0 on the first piece (m = −inf)
+        m = mx;
+    }
+#pragma unroll
+    for (int t = 0; t < 8; t++) s += __expf(x[t] - m);
+}
+
+// One block (1024 threads) per row of the logits chunk. loss[n] = lse − logit[target] (−1 when
+// ignored). With grad the row becomes (softmax − onehot)·grad_scale, bf16 (zeros when ignored).
+// Rows are read 16 bytes at a time when NV is a multiple of 8 (rows then stay 16-byte aligned):
+// a pass for (max, Σ exp), then a pass that writes the gradient; with one 256 KB row per SM in
+// flight (128,256 classes) the second read mostly hits L2.
+__global__ void __launch_bounds__(CE_THREADS) ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets,
+                                                             int NV, float grad_scale, int grad, float *__restrict__ loss,
+                                                             int *err) {
     __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
     __shared__ float lse_s;
     int row = blockIdx.x;
     bf16 *lr = logits + (size_t)row * NV;
     int tgt = targets[row];
+    bool vec = NV % 8 == 0 && ((uintptr_t)logits & 15) == 0;
+    int nvec = vec ? NV / 8 : 0;
+    uint4 *lv = (uint4 *)lr;
     if (tgt < 0 || tgt >= NV) {
         if (tgt >= NV || (tgt < 0 && tgt != -100)) {
             if (threadIdx.x == 0) *err = 2;
         }
         if (threadIdx.x == 0) loss[row] = -1.0f;
-        if (grad)
-            for (int v = threadIdx.x; v < NV; v += blockDim.x) lr[v] = f2bf(0.0f);
+        if (grad) {
+            for (int i = threadIdx.x; i < nvec; i += blockDim.x) lv[i] = make_uint4(0, 0, 0, 0);
+            for (int v = nvec * 8 + threadIdx.x; v < NV; v += blockDim.x) lr[v] = f2bf(0.0f);
+        }
         return;
     }
     float m = -INFINITY, s = 0.0f;
-    for (int v = threadIdx.x; v < NV; v += blockDim.x) {
+#pragma unroll 4
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        float x[8];
+        load16(lr + (size_t)i * 8, x);
+        lse_add8(m, s, x);
+    }
+    for (int v = nvec * 8 + threadIdx.x; v < NV; v += blockDim.x) { // no vector path, or none
         float l = bf2f(lr[v]);
         if (l > m) {
-            s = s * expf(m - l) + 1.0f; // expf(-inf) = 0 on the first element
+            s = s * __expf(m - l) + 1.0f;
             m = l;
         } else {
-            s += expf(l - m);
+            s += __expf(l - m);
         }
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -132,14 +161,37 @@ __global__ void ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restr
     __syncthreads();
     if (!grad) return;
     float lse = lse_s;
-    for (int v = threadIdx.x; v < NV; v += blockDim.x) {
-        float p = expf(bf2f(lr[v]) - lse);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        float x[8];
+        load16(lr + (size_t)i * 8, x);
+        __align__(16) bf16 o[8];
+#pragma unroll
+        for (int t = 0; t < 8; t++) o[t] = f2bf((__expf(x[t] - lse) - (i * 8 + t == tgt ? 1.0f : 0.0f)) * grad_scale);
+        lv[i] = *(const uint4 *)o;
+    }
+    for (int v = nvec * 8 + threadIdx.x; v < NV; v += blockDim.x) {
+        float p = __expf(bf2f(lr[v]) - lse);
         lr[v] = f2bf((p - (v == tgt ? 1.0f : 0.0f)) * grad_scale);
     }
 }
 
-static float *host_loss;
-static size_t host_loss_n;
+// out[0] = Σ loss[i] over rows with loss ≥ 0, out[1] = their count: one block, a fixed order
+// (each thread a strided run, then a tree), in double.
+__global__ void __launch_bounds__(SUM_THREADS) ce_loss_sum_kernel(const float *__restrict__ loss, int N,
+                                                                  double *__restrict__ out) {
+    __shared__ double st[SUM_THREADS], sc[SUM_THREADS];
+    double t = 0.0, c = 0.0;
+    for (int i = threadIdx.x; i < N; i += SUM_THREADS)
+        if (loss[i] >= 0.0f) t += loss[i], c += 1.0;
+    st[threadIdx.x] = t, sc[threadIdx.x] = c;
+    __syncthreads();
+    for (int w = SUM_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) st[threadIdx.x] += st[threadIdx.x + w], sc[threadIdx.x] += sc[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = st[0], out[1] = sc[0];
+}
 
 double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
                      void *dx, float *dE, long *n_valid) {
@@ -153,10 +205,11 @@ double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N
     if (chunk < 1) chunk = 1;
     if (chunk > N) chunk = N;
     cu_carve lay(NULL);
-    lay.take<bf16>((size_t)chunk * NV), lay.take<float>(N);
+    lay.take<bf16>((size_t)chunk * NV), lay.take<float>(N), lay.take<double>(2);
     cu_carve c(cu_scratch(lay.off));
     bf16 *logits = c.take<bf16>((size_t)chunk * NV);
     float *loss = c.take<float>(N);
+    double *sum = c.take<double>(2);
     const bf16 *xb = (const bf16 *)x;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int n = N - n0 < chunk ? N - n0 : chunk;
@@ -172,20 +225,14 @@ double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N
             cu_gemm(0, 1, d, NV, n, xb + (size_t)n0 * d, d, logits, NV, dE, d, 1, 1.0f, 1.0f, NULL);
         }
     }
-    if ((size_t)N > host_loss_n) {
-        free(host_loss);
-        host_loss = (float *)kda_malloc((size_t)N * sizeof(float));
-        host_loss_n = N;
-    }
-    CU_CHECK(cudaMemcpyAsync(host_loss, loss, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost, cu_stream));
+    ce_loss_sum_kernel<<<1, SUM_THREADS, 0, cu_stream>>>(loss, N, sum);
+    CU_LAUNCHED();
+    double host[2];
+    CU_CHECK(cudaMemcpyAsync(host, sum, sizeof host, cudaMemcpyDeviceToHost, cu_stream));
     CU_CHECK(cudaStreamSynchronize(cu_stream));
     cu_check_error_flag();
-    double total = 0.0;
-    long valid = 0;
-    for (int i = 0; i < N; i++)
-        if (host_loss[i] >= 0.0f) total += host_loss[i], valid++;
-    if (n_valid) *n_valid = valid;
-    return total;
+    if (n_valid) *n_valid = (long)host[1];
+    return host[0];
 }
 
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV) {

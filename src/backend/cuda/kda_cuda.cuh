@@ -70,21 +70,6 @@ __device__ __forceinline__ size_t kda_chunk(const kda_shape &s, int b, int c, in
 __device__ __forceinline__ float tof(bf16 x) { return bf2f(x); }
 __device__ __forceinline__ float tof(float x) { return x; }
 
-// 16 bytes from an aligned address into fp32 registers (no local-memory round trip)
-__device__ __forceinline__ void load16(const float *p, float *x) {
-    float4 u = *(const float4 *)p;
-    x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w;
-}
-__device__ __forceinline__ void load16(const bf16 *p, float *x) {
-    uint4 u = *(const uint4 *)p;
-    unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        x[2 * t] = __uint_as_float(w[t] << 16);           // bf16 → fp32: the high half of the word
-        x[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
-    }
-}
-
 // Copies columns [q0, q0+QL) of the chunk's token rows (a token-major tensor of row length ld)
 // into dst[r·pitch + q−q0] as fp32 for r < rows: rows r ≥ n and columns ≥ qmax become 0. Reads 16
 // bytes at a time where the row length, q0 and the pointer allow. All threads of the block call it.
