@@ -81,6 +81,16 @@ __device__ __forceinline__ void load16(const bf16 *p, float *x) {
     }
 }
 
+// 8 fp32 values rounded to bf16 and stored with one 16-byte store (aligned address)
+__device__ __forceinline__ void store16(bf16 *p, const float *x) {
+    __align__(16) bf16 o[8];
+#pragma unroll
+    for (int t = 0; t < 8; t++) o[t] = __float2bfloat16_rn(x[t]);
+    *(uint4 *)p = *(const uint4 *)o;
+}
+
+static inline bool cu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
