@@ -303,8 +303,11 @@ int main(int argc, char **argv) {
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
     test_rmsnorm(333, 1024);
     test_rmsnorm(100, 200);
+    test_rmsnorm(50, 100); // not a multiple of 8: the element-by-element kernels
     test_gated_rmsnorm(500, 64);
     test_gated_rmsnorm(77, 48);
+    test_gated_rmsnorm(3001, 64); // rows not a multiple of the rows per block
+    test_gated_rmsnorm(60, 36);   // not a multiple of 8
     test_conv(3, 100, 96, 4);
     test_conv(2, 150, 300, 3);
     test_elementwise(100003);

@@ -1,5 +1,6 @@
 // norm.cu — RMSNorm and gated RMSNorm (kda-model.md §2.7, §2.3 step 8), forward and backward.
-// One warp per row; statistics in fp32; one bf16 rounding per stored element. The weight
+// One warp per row (gated rows of V: V/8 lanes per row, up to 32), 16-byte accesses when the
+// width is a multiple of 8 and the pointers aligned (else element by element); statistics in fp32; one bf16 rounding per stored element. The weight
 // gradients are reduced deterministically: each warp accumulates its rows (fixed order) in its
 // own shared-memory slice, the block sums its warps in order into a partial row, and
 // cu_colreduce_add sums the partial rows in order.
@@ -43,8 +44,42 @@ __global__ void rmsnorm_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__res
     for (int j = lane; j < d; j += 32) yr[j] = f2bf(bf2f(xr[j]) * r * bf2f(w[j]));
 }
 
+// The same with 8 elements per lane and 16-byte accesses (d % 8 == 0, aligned pointers).
+__global__ void rmsnorm_fwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+                                float *__restrict__ rstd, int N, int d, float eps) {
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const bf16 *xr = x + (size_t)row * d;
+    int g8 = d / 8;
+    float ss = 0.0f;
+    for (int q = lane; q < g8; q += 32) {
+        float v[8];
+        load16(xr + 8 * q, v);
+#pragma unroll
+        for (int t = 0; t < 8; t++) ss += v[t] * v[t];
+    }
+    ss = warp_sum(ss);
+    float r = rsqrtf(ss / d + eps);
+    if (lane == 0) rstd[row] = r;
+    bf16 *yr = y + (size_t)row * d;
+    for (int q = lane; q < g8; q += 32) {
+        float v[8], wv[8];
+        load16(xr + 8 * q, v);
+        load16(w + 8 * q, wv);
+#pragma unroll
+        for (int t = 0; t < 8; t++) v[t] = v[t] * r * wv[t];
+        store16(yr + 8 * q, v);
+    }
+}
+
 void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps) {
     if (N <= 0) return;
+    if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(y)) {
+        rmsnorm_fwd_vec<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d, eps);
+        CU_LAUNCHED();
+        return;
+    }
     rmsnorm_fwd_kernel<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d,
                                                           eps);
     CU_LAUNCHED();
@@ -83,11 +118,73 @@ __global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__res
     }
 }
 
+__device__ __forceinline__ void smem_add8(float *p, const float *v) { // p 16-byte aligned
+    float4 *q = (float4 *)p;
+    float4 a = q[0], b = q[1];
+    a.x += v[0], a.y += v[1], a.z += v[2], a.w += v[3], b.x += v[4], b.y += v[5], b.z += v[6], b.w += v[7];
+    q[0] = a, q[1] = b;
+}
+
+// rmsnorm_bwd_kernel with 8 elements per lane and 16-byte accesses (d % 8 == 0, aligned pointers)
+__global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ rstd,
+                                const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part, int N, int d,
+                                int accumulate) {
+    extern __shared__ float4 dws4[]; // [wpb][d] floats
+    float *dws = (float *)dws4;
+    int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = d / 8;
+    float *my = dws + (size_t)warp * d;
+    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    __syncwarp();
+    for (int row = blockIdx.x * wpb + warp; row < N; row += gridDim.x * wpb) {
+        const bf16 *xr = x + (size_t)row * d, *gr = dy + (size_t)row * d;
+        float r = rstd[row];
+        float dot = 0.0f;
+        for (int q = lane; q < g8; q += 32) {
+            float xv[8], g[8], wv[8], a[8];
+            load16(xr + 8 * q, xv);
+            load16(gr + 8 * q, g);
+            load16(w + 8 * q, wv);
+#pragma unroll
+            for (int t = 0; t < 8; t++) dot += g[t] * wv[t] * xv[t], a[t] = g[t] * xv[t] * r;
+            smem_add8(my + 8 * q, a);
+        }
+        dot = warp_sum(dot);
+        float c = dot / d * r * r;
+        bf16 *o = dx + (size_t)row * d;
+        for (int q = lane; q < g8; q += 32) {
+            float xv[8], g[8], wv[8], v[8], old[8];
+            load16(xr + 8 * q, xv);
+            load16(gr + 8 * q, g);
+            load16(w + 8 * q, wv);
+            if (accumulate) load16(o + 8 * q, old);
+#pragma unroll
+            for (int t = 0; t < 8; t++) {
+                v[t] = r * (g[t] * wv[t] - c * xv[t]);
+                if (accumulate) v[t] = old[t] + v[t];
+            }
+            store16(o + 8 * q, v);
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float t = 0.0f;
+        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
+        part[(size_t)blockIdx.x * d + j] = t;
+    }
+}
+
 void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
                     int accumulate) {
     if (N <= 0) return;
     row_grid rg = grid_for(N, d);
     float *part = (float *)cu_scratch((size_t)rg.G * d * sizeof(float));
+    if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx)) {
+        rmsnorm_bwd_vec<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
+            (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, N, d, accumulate);
+        CU_LAUNCHED();
+        cu_colreduce_add(part, rg.G, d, dw);
+        return;
+    }
     rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
         (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, N, d, accumulate);
     CU_LAUNCHED();
@@ -115,9 +212,61 @@ __global__ void gated_rmsnorm_fwd_kernel(const bf16 *__restrict__ o, const bf16 
         y[base + j] = f2bf(bf2f(o[base + j]) * r * bf2f(w[j]) * sigmoidf_(bf2f(u[base + j])));
 }
 
+// Gated norm rows are short (V = 64 for this model): L lanes share a row (L = a power of two,
+// L·8 ≤ V), 8 elements per lane and 16-byte accesses, 32/L rows per warp; the row sums reduce
+// over the L lanes of a group.
+__device__ __forceinline__ float group_sum(float v, int L) {
+    for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static int lanes_per_row(int V) {
+    int L = 1;
+    while (L * 2 <= 32 && L * 2 * 8 <= V) L *= 2;
+    return L;
+}
+
+__global__ void gated_rmsnorm_fwd_vec(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
+                                      const bf16 *__restrict__ w, bf16 *__restrict__ y, float *__restrict__ rstd,
+                                      int rows, int V, float eps, int L) {
+    int lane = threadIdx.x & 31, sub = lane % L, rpw = 32 / L;
+    int row = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * rpw + lane / L;
+    bool live = row < rows; // every lane takes part in the shuffles
+    size_t base = (size_t)(live ? row : 0) * V;
+    int g8 = V / 8;
+    float ss = 0.0f;
+    if (live)
+        for (int q = sub; q < g8; q += L) {
+            float v[8];
+            load16(o + base + 8 * q, v);
+#pragma unroll
+            for (int t = 0; t < 8; t++) ss += v[t] * v[t];
+        }
+    ss = group_sum(ss, L);
+    if (!live) return;
+    float r = rsqrtf(ss / V + eps);
+    if (sub == 0) rstd[row] = r;
+    for (int q = sub; q < g8; q += L) {
+        float v[8], uv[8], wv[8];
+        load16(o + base + 8 * q, v);
+        load16(u + base + 8 * q, uv);
+        load16(w + 8 * q, wv);
+#pragma unroll
+        for (int t = 0; t < 8; t++) v[t] = v[t] * r * wv[t] * sigmoidf_(uv[t]);
+        store16(y + base + 8 * q, v);
+    }
+}
+
 void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
                           float eps) {
     if (rows <= 0) return;
+    if (V % 8 == 0 && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(y)) {
+        int L = lanes_per_row(V), rows_per_block = 8 * (32 / L);
+        gated_rmsnorm_fwd_vec<<<(rows + rows_per_block - 1) / rows_per_block, 256, 0, cu_stream>>>(
+            (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, (bf16 *)y, rstd, rows, V, eps, L);
+        CU_LAUNCHED();
+        return;
+    }
     gated_rmsnorm_fwd_kernel<<<(rows + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)o, (const bf16 *)u, (const bf16 *)w,
                                                                    (bf16 *)y, rstd, rows, V, eps);
     CU_LAUNCHED();
@@ -158,9 +307,79 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
     }
 }
 
+// gated_rmsnorm_bwd_kernel with L lanes per row (see gated_rmsnorm_fwd_vec); each row group of a
+// warp has its own dw slice (rows of one warp run at once), summed in order at the end.
+__global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
+                                      const bf16 *__restrict__ w, const float *__restrict__ rstd,
+                                      const bf16 *__restrict__ dy, bf16 *__restrict__ d_o, bf16 *__restrict__ du,
+                                      float *__restrict__ part, int rows, int V, int L) {
+    extern __shared__ float4 dws4[]; // [wpb·rpw][V] floats
+    float *dws = (float *)dws4;
+    int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sub = lane % L, rpw = 32 / L;
+    int slot = warp * rpw + lane / L, nslots = wpb * rpw, g8 = V / 8;
+    float *my = dws + (size_t)slot * V;
+    for (int j = sub; j < V; j += L) my[j] = 0.0f;
+    __syncwarp();
+    for (int rb = blockIdx.x * nslots; rb < rows; rb += gridDim.x * nslots) {
+        int row = rb + slot;
+        bool live = row < rows;
+        size_t base = (size_t)(live ? row : 0) * V;
+        float r = live ? rstd[row] : 0.0f, dot = 0.0f;
+        if (live)
+            for (int q = sub; q < g8; q += L) {
+                float uv[8], g[8], ov[8], wv[8], a[8], dd[8];
+                load16(u + base + 8 * q, uv);
+                load16(dy + base + 8 * q, g);
+                load16(o + base + 8 * q, ov);
+                load16(w + 8 * q, wv);
+#pragma unroll
+                for (int t = 0; t < 8; t++) {
+                    float sg = sigmoidf_(uv[t]);
+                    dot += g[t] * wv[t] * sg * ov[t];
+                    a[t] = g[t] * ov[t] * r * sg;
+                    dd[t] = g[t] * (ov[t] * r) * wv[t] * sg * (1.0f - sg);
+                }
+                smem_add8(my + 8 * q, a);
+                store16(du + base + 8 * q, dd);
+            }
+        dot = group_sum(dot, L);
+        if (!live) continue;
+        float c = dot / V * r * r;
+        for (int q = sub; q < g8; q += L) {
+            float uv[8], g[8], ov[8], wv[8], v[8];
+            load16(u + base + 8 * q, uv);
+            load16(dy + base + 8 * q, g);
+            load16(o + base + 8 * q, ov);
+            load16(w + 8 * q, wv);
+#pragma unroll
+            for (int t = 0; t < 8; t++) v[t] = r * (g[t] * wv[t] * sigmoidf_(uv[t]) - c * ov[t]);
+            store16(d_o + base + 8 * q, v);
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float t = 0.0f;
+        for (int i = 0; i < nslots; i++) t += dws[(size_t)i * V + j];
+        part[(size_t)blockIdx.x * V + j] = t;
+    }
+}
+
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, int rows, int V) {
     if (rows <= 0) return;
+    int L = lanes_per_row(V), nslots = 8 * (32 / L);
+    if (V % 8 == 0 && (size_t)nslots * V * sizeof(float) <= 48 * 1024 && cu_aligned16(o) && cu_aligned16(u) &&
+        cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(d_o) && cu_aligned16(du)) {
+        int G = (rows + nslots - 1) / nslots;
+        if (G > MAX_BLOCKS) G = MAX_BLOCKS;
+        float *part = (float *)cu_scratch((size_t)G * V * sizeof(float));
+        gated_rmsnorm_bwd_vec<<<G, 256, (size_t)nslots * V * sizeof(float), cu_stream>>>(
+            (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
+            rows, V, L);
+        CU_LAUNCHED();
+        cu_colreduce_add(part, G, V, dw);
+        return;
+    }
     row_grid rg = grid_for(rows, V);
     float *part = (float *)cu_scratch((size_t)rg.G * V * sizeof(float));
     gated_rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * V * sizeof(float), cu_stream>>>(
