@@ -200,7 +200,14 @@ double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N
         return 0.0;
     }
     size_t per_row = (size_t)NV * sizeof(bf16);
-    int chunk = (int)(CE_SCRATCH_BYTES / per_row);
+    // KDA_CE_SCRATCH_MB: the logits chunk's size, for measuring its effect (each chunk's dE GEMM
+    // reads and writes the fp32 dE once: fewer, larger chunks move fewer bytes)
+    static size_t scratch_bytes;
+    if (!scratch_bytes) {
+        const char *e = getenv("KDA_CE_SCRATCH_MB");
+        scratch_bytes = e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)CE_SCRATCH_BYTES;
+    }
+    int chunk = (int)(scratch_bytes / per_row);
     if (chunk >= 64) chunk -= chunk % 64;
     if (chunk < 1) chunk = 1;
     if (chunk > N) chunk = N;
