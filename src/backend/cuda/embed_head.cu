@@ -78,7 +78,7 @@ void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d)
 
 // ---- fused linear cross-entropy ----
 
-enum { CE_THREADS = 1024, CE_SCRATCH_BYTES = 512 << 20, SUM_THREADS = 1024 };
+enum { CE_THREADS = 1024, CE_SCRATCH_BYTES = 1024 << 20, SUM_THREADS = 1024 };
 
 __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
     if (m2 == -INFINITY) return;
