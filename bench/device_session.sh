@@ -16,10 +16,11 @@ echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 t0=$SECONDS
 lap() { echo "--- $1 done at $((SECONDS - t0)) s"; }
-bench300() { # dir, label, extra --set
+bench300() { # dir, label, extra --set options (k=v ...)
+    local extra=(); for kv in ${3:-}; do extra+=(--set "$kv"); done
     echo "== $2"
     timeout 120 "$1/kda" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-        --steps 4 --warmup 1 ${3:+--set $3} | grep -E "backend cuda:|step |phase|GEMMs|memory"
+        --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|memory"
 }
 case "$1" in
 a)
@@ -34,7 +35,11 @@ a)
     lap "kernel benchmarks"
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
-    bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
+    bench300 $N "300M 32x2048, recompute selective (default modules)" recompute_granularity=selective
+    bench300 $N "300M 32x2048, recompute selective without swiglu" \
+        "recompute_granularity=selective recompute_modules=[layernorm,conv,gated_norm]"
+    bench300 $N "300M 32x2048, recompute selective with core_attn" \
+        "recompute_granularity=selective recompute_modules=[layernorm,conv,gated_norm,swiglu,core_attn]"
     bench300 $P "300M 32x2048, portable compute_80 PTX build" ""
     echo "== 1B 16x2048, recompute selective"
     timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
