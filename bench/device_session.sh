@@ -45,6 +45,12 @@ a)
     timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
         --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
     lap "recompute and portable steps"
+    if command -v ncu >/dev/null; then # per-kernel times of 3 steps (warm-up, timed, profiled)
+        timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
+            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+            --steps 1 --warmup 1 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -32; lap "ncu per-kernel times"
+    fi
     KDA_BATCHES="64 96 128" KDA_BENCH_SET=recompute_granularity=selective timeout 150 bash bench/gpu_maxbatch.sh $N configs/kda-300M.yaml
     KDA_BATCHES="32 48" KDA_BENCH_SET=recompute_granularity=selective timeout 100 bash bench/gpu_maxbatch.sh $N configs/kda-1B.yaml
     lap "largest micro-batches"
