@@ -25,7 +25,7 @@ def main():
             continue
         v = float(r[vi].replace(",", ""))
         unit = r[unit_i] if unit_i is not None else "ns"
-        ms = v / {"ns": 1e6, "usecond": 1e3, "us": 1e3, "msecond": 1.0, "ms": 1.0}.get(unit, 1e6)
+        ms = v / {"nsecond": 1e6, "ns": 1e6, "usecond": 1e3, "us": 1e3, "msecond": 1.0, "ms": 1.0, "second": 1e-3}.get(unit, 1e6)
         name = re.sub(r"\(.*", "", r[ki])
         name = re.sub(r"<.*>", "<>", name).strip()
         tot[name] += ms
