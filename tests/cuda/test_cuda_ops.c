@@ -337,7 +337,6 @@ int main(int argc, char **argv) {
     test_conv(3, 100, 96, 4);
     test_conv(2, 150, 300, 3);
     test_conv(2, 70, 64, 3); // 16-byte path with the general window
-    test_conv(2, 90, 20, 4); // 4 channels a thread in the backward, the scalar forward
     test_elementwise(100003);
     test_elementwise(64 * 1024 + 8); // whole 16-byte groups only
     test_optimizer(1000003);

@@ -1,9 +1,8 @@
 // conv.cu — causal depthwise short convolution + SiLU (kda-model.md §2.3 step 2).
 // y[b,t,c] = silu(z), z = Σ_j w[c,j]·x[b,t−W+1+j,c] (zero history). fp32 math, bf16 out.
-// Backward: one thread per channel (4 channels with 8-byte accesses when C % 4 == 0) walks a
-// block of R time steps with sliding windows of x and dz (registers), writing dx (no atomics)
-// and a per-block dw partial; the partials are summed in a fixed order, so results are
-// deterministic. The forward takes 8 channels a thread (16-byte accesses) when C % 8 == 0.
+// Backward: one thread per channel walks a block of R time steps with sliding windows of x
+// and dz (registers), writing dx (no atomics) and a per-block dw partial; the partials are
+// summed in a fixed order, so results are deterministic.
 #include "backend/cuda/cuda_common.cuh"
 
 enum { MAXW = 8, R = 64, CT = 128 };
@@ -138,103 +137,11 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__r
         if (i < W) p[W - 1 - i] = dwr[i];
 }
 
-// conv_silu_bwd_kernel with 4 channels per thread (8-byte loads and stores; C % 4 == 0, aligned
-// pointers) and a window of WT registers; the same arithmetic in the same order per channel.
-__device__ __forceinline__ void load4(const bf16 *p, float *x) {
-    uint2 u = *(const uint2 *)p;
-    x[0] = __uint_as_float(u.x << 16), x[1] = __uint_as_float(u.x & 0xffff0000u);
-    x[2] = __uint_as_float(u.y << 16), x[3] = __uint_as_float(u.y & 0xffff0000u);
-}
-__device__ __forceinline__ void store4(bf16 *p, const float *x) {
-    __nv_bfloat162 a = __floats2bfloat162_rn(x[0], x[1]), b = __floats2bfloat162_rn(x[2], x[3]);
-    *(uint2 *)p = make_uint2(*(unsigned *)&a, *(unsigned *)&b);
-}
-
-template <int WT>
-__global__ void conv_silu_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const bf16 *__restrict__ dy,
-                                  bf16 *__restrict__ dx, float *__restrict__ part, int T, int C, int W) {
-    int c0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (c0 >= C) return;
-    int b = blockIdx.z, t0 = blockIdx.y * R, t1 = min(T, t0 + R);
-    const bf16 *xb = x + (size_t)b * T * C + c0, *dyb = dy + (size_t)b * T * C + c0;
-    bf16 *dxb = dx + (size_t)b * T * C + c0;
-    float wf[WT][4], wr[WT][4], xw[WT][4], dzb[WT][4], dwr[WT][4];
-#pragma unroll
-    for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            wf[i][k] = i < W ? bf2f(w[(c0 + k) * W + i]) : 0.0f;
-            wr[i][k] = i < W ? bf2f(w[(c0 + k) * W + W - 1 - i]) : 0.0f;
-            xw[i][k] = dzb[i][k] = dwr[i][k] = 0.0f;
-        }
-#pragma unroll
-    for (int i = 1; i < WT; i++)
-        if (i < W && t0 - i >= 0) load4(xb + (size_t)(t0 - i) * C, xw[i - 1]);
-    for (int t = t0; t < t1 + W - 1; t++) {
-#pragma unroll
-        for (int i = WT - 1; i > 0; i--)
-#pragma unroll
-            for (int k = 0; k < 4; k++) xw[i][k] = xw[i - 1][k], dzb[i][k] = dzb[i - 1][k];
-        float dz[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (t < T) {
-            float g[4];
-            load4(xb + (size_t)t * C, xw[0]);
-            load4(dyb + (size_t)t * C, g);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                float z = 0.0f;
-#pragma unroll
-                for (int i = 0; i < WT; i++) z += wr[i][k] * xw[i][k];
-                float s = sigmoidf_(z);
-                dz[k] = g[k] * s * (1.0f + z * (1.0f - s));
-                if (t < t1)
-#pragma unroll
-                    for (int i = 0; i < WT; i++) dwr[i][k] += dz[k] * xw[i][k];
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < 4; k++) xw[0][k] = 0.0f;
-        }
-#pragma unroll
-        for (int k = 0; k < 4; k++) dzb[0][k] = dz[k];
-        int tau = t - (W - 1);
-        if (tau >= t0) {
-            float acc[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                acc[k] = 0.0f;
-#pragma unroll
-                for (int j = 0; j < WT; j++) acc[k] += wf[j][k] * dzb[j][k];
-            }
-            store4(dxb + (size_t)tau * C, acc);
-        }
-    }
-    float *p = part + ((size_t)b * gridDim.y + blockIdx.y) * C * W + (size_t)c0 * W;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-#pragma unroll
-        for (int i = 0; i < WT; i++)
-            if (i < W) p[k * W + W - 1 - i] = dwr[i][k];
-}
-
 void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C, int W) {
     if ((size_t)B * T * C == 0) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
     int nblk = (T + R - 1) / R;
     float *part = (float *)cu_scratch((size_t)B * nblk * C * W * sizeof(float));
-    if (C % 4 == 0 && ((uintptr_t)x & 7) == 0 && ((uintptr_t)dy & 7) == 0 && ((uintptr_t)dx & 7) == 0) {
-        int threads = C / 4 < CT ? C / 4 : CT;
-        dim3 grid((C / 4 + threads - 1) / threads, nblk, B);
-        if (W == 4)
-            conv_silu_bwd_vec<4><<<grid, threads, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (const bf16 *)dy,
-                                                                 (bf16 *)dx, part, T, C, W);
-        else
-            conv_silu_bwd_vec<MAXW><<<grid, threads, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w,
-                                                                    (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
-        CU_LAUNCHED();
-        cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
-        return;
-    }
     conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
         (const bf16 *)x, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
     CU_LAUNCHED();
