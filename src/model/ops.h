@@ -29,11 +29,6 @@ typedef struct {
     long n_ops;             // op calls timed
 } kda_phase_times;
 
-typedef struct {
-    size_t offset, n;
-    float wd;
-} kda_adamw_seg;
-
 typedef struct kda_ops {
     const char *name;      // "cpu" | "cuda"
     int act_bytes;         // bytes per A element
@@ -122,11 +117,6 @@ typedef struct kda_ops {
     // AdamW on one tensor (§6.3); master fp32 p, working copy w (W type; may equal p on CPU)
     void (*adamw)(float *p, void *w, const float *g, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2);
-    // AdamW over many tensors of one flat buffer in one pass where the backend can (a capability:
-    // NULL means call adamw per tensor). segs[i]: elements [offset, offset+n) of p, g, m, v and of
-    // the working copy w (element offsets), with weight decay wd; same math as adamw.
-    void (*adamw_flat)(float *p, void *w, const float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg,
-                       float lr, float beta1, float beta2, float eps, float bc1, float bc2);
     // copy fp32 master into the working copy (after load / init)
     void (*master_to_work)(const float *p, void *w, size_t n);
     int (*has_nonfinite)(const float *g, size_t n);

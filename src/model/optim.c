@@ -2,10 +2,7 @@
 #include "model/optim.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "base/common.h"
 
 double kda_lr_at(const kda_config *c, long k) {
     double peak = c->lr, lo = c->min_lr;
@@ -40,15 +37,6 @@ kda_step_info kda_optim_step(kda_model *m, double lr, long step1) {
     float b1 = (float)m->cfg.adam_beta1, b2 = (float)m->cfg.adam_beta2;
     float bc1 = (float)(1.0 - pow(m->cfg.adam_beta1, (double)step1));
     float bc2 = (float)(1.0 - pow(m->cfg.adam_beta2, (double)step1));
-    if (o->adamw_flat) { // one pass over every tensor
-        kda_adamw_seg *segs = kda_malloc(sizeof *segs * (size_t)m->n_params);
-        for (int i = 0; i < m->n_params; i++)
-            segs[i] = (kda_adamw_seg){m->params[i].offset, m->params[i].numel, m->params[i].weight_decay};
-        o->adamw_flat(m->master, m->work, m->grad, m->adam_m, m->adam_v, segs, m->n_params, (float)lr, b1, b2,
-                      (float)m->cfg.adam_eps, bc1, bc2);
-        free(segs);
-        return info;
-    }
     for (int i = 0; i < m->n_params; i++) {
         const kda_param *p = &m->params[i];
         void *w = (char *)m->work + p->offset * (size_t)o->w_bytes;
