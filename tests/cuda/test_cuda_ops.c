@@ -397,6 +397,8 @@ int main(int argc, char **argv) {
     test_conv(3, 100, 96, 4);
     test_conv(2, 150, 300, 3);
     test_conv(2, 70, 64, 3); // 16-byte path with the general window
+    test_conv(2, 37, 258, 4); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
+    test_conv(1, 50, 33, 4);  // odd C: element forward and backward
     test_elementwise(100003);
     test_elementwise(64 * 1024 + 8); // whole 16-byte groups only
     test_optimizer(1000003);
