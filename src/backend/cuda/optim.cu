@@ -197,7 +197,10 @@ void cu_adamw_multi(float *p, void *w, float *g, float *m, float *v, const kda_a
                     float gscale, float lr, float beta1, float beta2, float eps, float bc1, float bc2) {
     if (nseg <= 0) return;
     KDA_CHECK((void *)p != w, "adamw_multi: the CUDA backend keeps a separate bf16 working copy; w must not alias p");
-    if (nseg != am.nseg || memcmp(segs, am.segs, (size_t)nseg * sizeof *segs)) {
+    bool same = nseg == am.nseg;
+    for (int i = 0; same && i < nseg; i++) // field by field: the struct's padding is unspecified
+        same = segs[i].offset == am.segs[i].offset && segs[i].n == am.segs[i].n && segs[i].wd == am.segs[i].wd;
+    if (!same) {
         size_t cnt = 0;
         for (int i = 0; i < nseg; i++) cnt += (segs[i].n + ADAMW_ITEM - 1) / (size_t)ADAMW_ITEM;
         KDA_CHECK(cnt < (1u << 31), "adamw_multi: %zu work items exceed one grid", cnt);
