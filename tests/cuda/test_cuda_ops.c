@@ -196,6 +196,14 @@ static void test_conv(int B, int T, int C, int W) {
     float *dx = h_of_bf(dx_, n), *dw = h_of_f32(dw_, (size_t)C * W);
     CHECK_REL("conv_silu_bwd dx", dx, dx_ref, n, 1e-2);
     CHECK_REL("conv_silu_bwd dw (+=)", dw, dw_ref, (size_t)C * W, 1e-4);
+    // again from the same dw: the same bits (fixed-order dw partials)
+    float *dw2_ = d_f32(dw0, (size_t)C * W);
+    void *dx2_ = d_bf_nan(n);
+    CU->conv_silu_bwd(x_, w_, g_, dx2_, dw2_, B, T, C, W);
+    float *dx2 = h_of_bf(dx2_, n), *dw2 = h_of_f32(dw2_, (size_t)C * W);
+    T_CHECK(!memcmp(dx2, dx, n * 4) && !memcmp(dw2, dw, (size_t)C * W * 4), "conv_silu_bwd C=%d W=%d: bitwise repeatable",
+            C, W);
+    CU->free(dw2_), CU->free(dx2_), free(dx2), free(dw2);
     CU->free(x_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dx_), CU->free(dw_);
     free(x), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dx), free(dw);
 }
