@@ -1,7 +1,9 @@
 // optim.c — see optim.h.
 #include "model/optim.h"
+#include "base/common.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 double kda_lr_at(const kda_config *c, long k) {
@@ -19,29 +21,33 @@ kda_step_info kda_optim_step(kda_model *m, double lr, long step1) {
     const kda_ops *o = m->ops;
     kda_step_info info = {0, 1, 0};
     kda_model_alloc_optim(m);
-    if (o->has_nonfinite(m->grad, m->n_floats)) {
+    // padding between tensors is always zero, so one pass over the buffer is the global norm;
+    // a non-finite gradient makes Σg² non-finite (finite squares cannot overflow a double)
+    double ss = o->sumsq(m->grad, m->n_floats);
+    if (!isfinite(ss)) {
         info.nonfinite = 1;
         info.grad_norm = NAN;
         return info;
     }
-    // padding between tensors is always zero, so one pass over the buffer is the global norm
-    info.grad_norm = sqrt(o->sumsq(m->grad, m->n_floats));
+    info.grad_norm = sqrt(ss);
+    float gscale = 1.0f;
     double clip = m->cfg.clip_grad;
     if (clip > 0) {
         double coef = clip / (info.grad_norm + 1e-6);
         if (coef < 1) {
             info.clip_coef = coef;
-            o->scale(m->grad, (float)coef, m->n_floats);
+            gscale = (float)coef;
         }
     }
     float b1 = (float)m->cfg.adam_beta1, b2 = (float)m->cfg.adam_beta2;
     float bc1 = (float)(1.0 - pow(m->cfg.adam_beta1, (double)step1));
     float bc2 = (float)(1.0 - pow(m->cfg.adam_beta2, (double)step1));
-    for (int i = 0; i < m->n_params; i++) {
-        const kda_param *p = &m->params[i];
-        void *w = (char *)m->work + p->offset * (size_t)o->w_bytes;
-        o->adamw(m->master + p->offset, w, m->grad + p->offset, m->adam_m + p->offset, m->adam_v + p->offset,
-                 p->numel, (float)lr, b1, b2, (float)m->cfg.adam_eps, p->weight_decay, bc1, bc2);
-    }
+    // clip and AdamW over every tensor in one call (one launch on the GPU)
+    kda_adamw_seg *segs = kda_malloc((size_t)m->n_params * sizeof *segs + 1);
+    for (int i = 0; i < m->n_params; i++)
+        segs[i] = (kda_adamw_seg){m->params[i].offset, m->params[i].numel, m->params[i].weight_decay};
+    o->adamw_multi(m->master, m->work, m->grad, m->adam_m, m->adam_v, segs, m->n_params, gscale, (float)lr, b1, b2,
+                   (float)m->cfg.adam_eps, bc1, bc2);
+    free(segs);
     return info;
 }

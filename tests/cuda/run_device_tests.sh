@@ -3,13 +3,13 @@
 #
 # Builds nothing. Needs, prepared on the development machine (see docs/cuda.md):
 #   build/cuda-device/   `make cuda-device-bins` (test_cuda_ops, test_cuda_kda, test_cuda_decode, kda_core_io,
-#                        bench_kda_cuda) and BUILD_INFO (commit); optionally triton_cache.tgz
+#                        bench_kda_cuda, bench_ops_cuda) and BUILD_INFO (commit); optionally triton_cache.tgz
 #   .whl/                flash-linear-attention and fla-core wheels (FLA is not installed there)
 # Run through the device tool with carry [build/cuda-device, .whl]. The log goes to stdout and
 # to $OUT/device_log.txt; the Triton cache to $OUT/triton_cache.tgz for the next call.
 # Steps (each under its own timeout, in order of importance): GPU info, op tests vs the CPU
 # backend, KDA core tests vs the CPU core, one whole training step vs the CPU backend, the NCCL
-# data-parallel path on one rank vs the plain path, generation (state ops, decoder) vs the CPU, our KDA benchmark, FLA install, ours vs FLA vs a
+# data-parallel path on one rank vs the plain path, generation (state ops, decoder) vs the CPU, our KDA benchmark, the memory-bound ops benchmark (bench_ops_cuda), FLA install, ours vs FLA vs a
 # float64 recurrence then FLA's benchmark (one process: one Triton compile/autotune, ~3 min
 # on a fresh machine), compute-sanitizer memcheck (racecheck too with KDA_RACECHECK=1) on a
 # small KDA case.
@@ -25,7 +25,7 @@ mkdir -p "$TRITON_CACHE_DIR"
 [ -f "$BIN/triton_cache.tgz" ] && tar xzf "$BIN/triton_cache.tgz" -C "$TRITON_CACHE_DIR"
 
 results=()
-# KDA_DEVICE_STEPS=ops,kda,decode,bench,fla,sanitizer picks steps (default: all)
+# KDA_DEVICE_STEPS=ops,kda,step,nccl,decode,bench,opsbench,fla,sanitizer picks steps (default: all)
 want() { [ -z "${KDA_DEVICE_STEPS:-}" ] || [[ ",$KDA_DEVICE_STEPS," == *",$1,"* ]]; }
 # KDA_DEVICE_BUDGET_S=N: every step's timeout is cut so that the script ends within N seconds
 deadline=$((SECONDS + ${KDA_DEVICE_BUDGET_S:-100000}))
@@ -60,6 +60,7 @@ want step && step "whole training step vs CPU"    180 "$BIN/test_cuda_step"
 want nccl && step "NCCL one rank = plain path"    240 bash tests/cuda/nccl_one_rank.sh "$BIN/kda"
 want decode && step "decode ops + decoder vs CPU" 120 "$BIN/test_cuda_decode"
 want bench && step "KDA benchmark (ours)"          180 "$BIN/bench_kda_cuda" 16 32
+want opsbench && step "memory-bound ops benchmark"  240 "$BIN/bench_ops_cuda"
 want fla && step "install FLA wheels"            180 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
                                          --upgrade --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

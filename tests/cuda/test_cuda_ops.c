@@ -196,6 +196,14 @@ static void test_conv(int B, int T, int C, int W) {
     float *dx = h_of_bf(dx_, n), *dw = h_of_f32(dw_, (size_t)C * W);
     CHECK_REL("conv_silu_bwd dx", dx, dx_ref, n, 1e-2);
     CHECK_REL("conv_silu_bwd dw (+=)", dw, dw_ref, (size_t)C * W, 1e-4);
+    // again from the same dw: the same bits (fixed-order dw partials)
+    float *dw2_ = d_f32(dw0, (size_t)C * W);
+    void *dx2_ = d_bf_nan(n);
+    CU->conv_silu_bwd(x_, w_, g_, dx2_, dw2_, B, T, C, W);
+    float *dx2 = h_of_bf(dx2_, n), *dw2 = h_of_f32(dw2_, (size_t)C * W);
+    T_CHECK(!memcmp(dx2, dx, n * 4) && !memcmp(dw2, dw, (size_t)C * W * 4), "conv_silu_bwd C=%d W=%d: bitwise repeatable",
+            C, W);
+    CU->free(dw2_), CU->free(dx2_), free(dx2), free(dw2);
     CU->free(x_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dx_), CU->free(dw_);
     free(x), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dx), free(dw);
 }
@@ -276,6 +284,92 @@ static void test_optimizer(size_t n) {
     free(g), free(gs), free(p), free(m), free(v), free(wr), free(pp), free(mm), free(vv), free(ww), free(w2);
 }
 
+// ---- AdamW over many tensors in one call (the model's flat buffers), sumsq's alignments
+static void test_adamw_multi(void) {
+    // segments: model-like (16-float aligned offsets, sizes with and without a 4-tail, one larger
+    // than a work item), an offset not a multiple of 4 (the element-by-element path), gaps that
+    // must stay untouched, a zero-length one
+    size_t lens[] = {1024 * 1024 + 16, 5, 4096, 4097, 33, 0, 70001, 1, 8192 + 3};
+    int nseg = (int)(sizeof lens / sizeof lens[0]);
+    kda_adamw_seg segs[16];
+    size_t N = 0;
+    for (int i = 0; i < nseg; i++) {
+        N += i == 4 ? 3 : 16; // a gap; segment 4 starts at an offset ≡ 3 (mod 4)
+        if (i != 4) N = (N + 15) & ~(size_t)15;
+        segs[i] = (kda_adamw_seg){N, lens[i], i % 3 == 1 ? 0.0f : 0.1f};
+        N += lens[i];
+    }
+    N += 20;
+    float *g = h_randn(N, 0.3), *p = h_randn(N, 0.05), *m = h_randn(N, 0.01), *v = h_randn(N, 0.01);
+    for (size_t i = 0; i < N; i++) v[i] = fabsf(v[i]);
+    for (int rep = 0; rep < 2; rep++) {
+        float gscale = rep ? 0.37f : 1.0f;
+        float *g_ = d_f32(g, N), *p_ = d_f32(p, N), *m_ = d_f32(m, N), *v_ = d_f32(v, N);
+        void *w_ = d_bf_nan(N);
+        float *gr = h_copy(g, N), *pr = h_copy(p, N), *mr = h_copy(m, N), *vr = h_copy(v, N);
+        CU->adamw_multi(p_, w_, g_, m_, v_, segs, nseg, gscale, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.0975f);
+        CPU->adamw_multi(pr, pr, gr, mr, vr, segs, nseg, gscale, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.0975f);
+        float *pp = h_of_f32(p_, N), *mm = h_of_f32(m_, N), *vv = h_of_f32(v_, N), *ww = h_of_bf(w_, N);
+        char name[64];
+        snprintf(name, sizeof name, "adamw_multi p (gscale %.2f)", gscale);
+        CHECK_REL(name, pp, pr, N, 1e-6);
+        snprintf(name, sizeof name, "adamw_multi m (gscale %.2f)", gscale);
+        CHECK_REL(name, mm, mr, N, 1e-6);
+        snprintf(name, sizeof name, "adamw_multi v (gscale %.2f)", gscale);
+        CHECK_REL(name, vv, vr, N, 1e-6);
+        // w: written exactly on the segments (= bf16 of p), NaN elsewhere
+        size_t bad = 0, seg_el = 0;
+        for (int i = 0; i < nseg; i++) {
+            for (size_t j = segs[i].offset; j < segs[i].offset + segs[i].n; j++) {
+                float want = pp[j];
+                h_bf(&want, 1);
+                bad += !(ww[j] == want), seg_el++;
+                ww[j] = NAN;
+            }
+        }
+        T_CHECK(!bad, "adamw_multi: w = bf16(p) on all %zu segment elements (%zu differ)", seg_el, bad);
+        T_CHECK(n_nonfinite(ww, N) == N, "adamw_multi: nothing written outside the segments (%zu written)",
+                N - n_nonfinite(ww, N));
+        size_t moved = 0;
+        for (size_t i = 0; i < N; i++) moved += pp[i] != p[i] && pr[i] == p[i]; // gaps: untouched on both
+        T_CHECK(!moved, "adamw_multi: gap elements of p unchanged (%zu changed)", moved);
+        // the same call again from the same state: the same bits
+        float *p2_ = d_f32(p, N), *m2_ = d_f32(m, N), *v2_ = d_f32(v, N), *g2_ = d_f32(g, N);
+        void *w2_ = d_bf_nan(N);
+        CU->adamw_multi(p2_, w2_, g2_, m2_, v2_, segs, nseg, gscale, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.0975f);
+        float *p2 = h_of_f32(p2_, N);
+        T_CHECK(!memcmp(p2, pp, N * 4), "adamw_multi: bitwise repeatable");
+        if (rep == 0) { // gscale 1 equals the per-tensor op on the first segment
+            float *p3_ = d_f32(p, N), *m3_ = d_f32(m, N), *v3_ = d_f32(v, N);
+            void *w3_ = d_bf_nan(N);
+            size_t o = segs[0].offset, n = segs[0].n;
+            CU->adamw(p3_ + o, (char *)w3_ + 2 * o, g_ + o, m3_ + o, v3_ + o, n, 3e-4f, 0.9f, 0.95f, 1e-8f,
+                      segs[0].wd, 0.271f, 0.0975f);
+            float *p3 = h_of_f32(p3_, N);
+            T_REL("adamw_multi vs adamw (first segment)", rel_vs(pp + o, p3 + o, n), 1e-7);
+            CU->free(p3_), CU->free(m3_), CU->free(v3_), CU->free(w3_), free(p3);
+        }
+        CU->free(g_), CU->free(p_), CU->free(m_), CU->free(v_), CU->free(w_);
+        CU->free(g2_), CU->free(p2_), CU->free(m2_), CU->free(v2_), CU->free(w2_);
+        free(gr), free(pr), free(mr), free(vr), free(pp), free(mm), free(vv), free(ww), free(p2);
+    }
+    // sumsq: misaligned start (element path), short lengths, a 4-tail; inf -> non-finite sum
+    float *g_ = d_f32(g, N);
+    size_t cases[][2] = {{1, 100001}, {0, 3}, {2, 7}, {0, 4 * 1000 + 2}, {3, N - 3}};
+    for (int c = 0; c < 5; c++) {
+        size_t o = cases[c][0], n = cases[c][1];
+        double s = CU->sumsq(g_ + o, n), r = CPU->sumsq(g + o, n);
+        char name[64];
+        snprintf(name, sizeof name, "sumsq at +%zu, n %zu", o, n);
+        T_REL(name, fabs(s - r) / r, 1e-9);
+    }
+    float inf = INFINITY;
+    CU->to_device(g_ + N / 2, &inf, 4);
+    T_CHECK(!isfinite(CU->sumsq(g_, N)), "sumsq with an inf is not finite (the step's non-finite check)");
+    CU->free(g_);
+    free(g), free(p), free(m), free(v);
+}
+
 // ---- out of memory: message with the numbers and what to lower (fresh process: CUDA and fork do not mix)
 static char self_path[4096];
 static void oom_child(void *arg) {
@@ -311,9 +405,12 @@ int main(int argc, char **argv) {
     test_conv(3, 100, 96, 4);
     test_conv(2, 150, 300, 3);
     test_conv(2, 70, 64, 3); // 16-byte path with the general window
+    test_conv(2, 37, 258, 4); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
+    test_conv(1, 50, 33, 4);  // odd C: element forward and backward
     test_elementwise(100003);
     test_elementwise(64 * 1024 + 8); // whole 16-byte groups only
     test_optimizer(1000003);
+    test_adamw_multi();
     ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (k > 0) {
         self_path[k] = 0;

@@ -425,6 +425,17 @@ static void cpu_adamw(float *p, void *w_, const float *g, float *m, float *v, si
     }
 }
 
+// The reference of the multi-tensor update: the per-tensor ops, one segment after another.
+static void cpu_adamw_multi(float *p, void *w_, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg,
+                            float gscale, float lr, float beta1, float beta2, float eps, float bc1, float bc2) {
+    float *w = w_;
+    for (int i = 0; i < nseg; i++) {
+        size_t o = segs[i].offset, n = segs[i].n;
+        if (gscale != 1.0f) cpu_scale(g + o, gscale, n);
+        cpu_adamw(p + o, w + o, g + o, m + o, v + o, n, lr, beta1, beta2, eps, segs[i].wd, bc1, bc2);
+    }
+}
+
 static void cpu_master_to_work(const float *p, void *w, size_t n) {
     if ((const void *)p != w) memcpy(w, p, n * sizeof(float));
 }
@@ -476,6 +487,7 @@ static const kda_ops cpu_ops = {
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .adamw = cpu_adamw,
+    .adamw_multi = cpu_adamw_multi,
     .master_to_work = cpu_master_to_work,
     .has_nonfinite = cpu_has_nonfinite,
 };

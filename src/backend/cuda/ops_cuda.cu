@@ -130,6 +130,7 @@ static const kda_ops cuda_ops = {
     .sumsq = CU_PROFILED(KDA_PHASE_OTHER, cu_sumsq),
     .scale = CU_PROFILED(KDA_PHASE_OTHER, cu_scale),
     .adamw = CU_PROFILED(KDA_PHASE_OTHER, cu_adamw),
+    .adamw_multi = CU_PROFILED(KDA_PHASE_OTHER, cu_adamw_multi),
     .master_to_work = CU_PROFILED(KDA_PHASE_OTHER, cu_master_to_work),
     .has_nonfinite = CU_PROFILED(KDA_PHASE_OTHER, cu_has_nonfinite),
     .describe = cu_describe,
