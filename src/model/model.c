@@ -274,6 +274,11 @@ void kda_model_alloc_optim(kda_model *m) {
     m->ops->zero(m->adam_v, m->n_floats * sizeof(float));
 }
 
+void kda_model_drop_grad(kda_model *m) {
+    m->ops->free(m->grad);
+    m->grad = NULL;
+}
+
 void kda_model_free(kda_model *m) {
     if (!m) return;
     const kda_ops *o = m->ops;
