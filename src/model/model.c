@@ -223,7 +223,7 @@ kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, in
     m->grad = ops->alloc(m->n_alloc * sizeof(float));
     ops->zero(m->master, m->n_alloc * sizeof(float));
     ops->zero(m->grad, m->n_alloc * sizeof(float));
-    if (ops->w_bytes == 4 && !strcmp(ops->name, "cpu")) {
+    if (ops->work_is_master) {
         m->work = m->master;
     } else {
         m->work = ops->alloc(m->n_alloc * (size_t)ops->w_bytes);
