@@ -38,7 +38,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins
 all: deps-check kda
 
-# ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/ops_cuda_stub.c.
+# ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/*_stub.c.
 # The .cu objects carry no sanitizer, so build/ and build-san/ share them (compiled once).
 # tests/cuda/test_cuda_*.c become $(BUILD)/tests/test_cuda_* (they print SKIP without a GPU);
 # `make cuda-device-bins` links tests/cuda/*.c for the GPU machine (libyaml/snappy static).
@@ -57,7 +57,7 @@ CU_DIR     := build/cu-$(CUDA_TAG)
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
   CU_OBJ    := $(patsubst src/backend/cuda/%.cu,$(CU_DIR)/%.o,$(wildcard src/backend/cuda/*.cu))
-  LIB_OBJ   := $(filter-out $(BUILD)/src/backend/cuda/ops_cuda_stub.o,$(LIB_OBJ)) $(CU_OBJ)
+  LIB_OBJ   := $(filter-out $(BUILD)/src/backend/cuda/%_stub.o,$(LIB_OBJ)) $(CU_OBJ)
   CFLAGS    += -DKDA_HAVE_CUDA
   GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
                $(if $(CUDA_PTX),-gencode=arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))

@@ -94,6 +94,29 @@ FILE *kda_fopen(const char *path, const char *mode) {
     return f;
 }
 
+char *kda_read_stream(FILE *f, const char *path, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = kda_malloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = kda_realloc(buf, cap *= 2);
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) kda_die("cannot read '%s': %s", path, strerror(errno));
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+char *kda_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = kda_read_stream(f, path, len);
+    fclose(f);
+    return buf;
+}
+
 void kda_path(char *dst, size_t size, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -40,6 +40,11 @@ void *kda_realloc(void *p, size_t bytes);
 char *kda_strdup(const char *s);
 FILE *kda_fopen(const char *path, const char *mode); // dies naming the path and errno text
 
+// The whole rest of stream f, NUL-terminated (*len excludes the NUL); a read error dies naming path.
+char *kda_read_stream(FILE *f, const char *path, size_t *len);
+// The whole file: NULL with errno set when it cannot be opened (the caller words that error).
+char *kda_read_file(const char *path, size_t *len);
+
 // snprintf into a path buffer; dies naming the start of the path if it does not fit.
 void kda_path(char *dst, size_t size, const char *fmt, ...) KDA_PRINTF(3, 4);
 

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "backend/cuda/cuda_info.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "model/model.h"
@@ -73,7 +72,7 @@ int cmd_bench(int argc, char **argv) {
     kda_config_finalize(&cfg);
     if (cfg.num_threads > 0) omp_set_num_threads(cfg.num_threads);
     const kda_ops *ops = kda_pick_backend(cfg.device);
-    if (peak_tflops < 0) peak_tflops = strcmp(ops->name, "cuda") ? 0 : 989.4;
+    if (peak_tflops < 0) peak_tflops = ops->peak_tflops;
     int B = cfg.micro_batch_size, T = cfg.seq_length;
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
@@ -121,11 +120,11 @@ int cmd_bench(int argc, char **argv) {
     if (ops->profile_begin) print_phases(&ph);
     printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB\n", param_bytes / 1073741824.0,
            m->act_bytes_total / 1073741824.0);
-    if (!strcmp(ops->name, "cuda")) {
+    if (ops->mem_info) {
         // nothing is allocated after the first step (planned buffers, grow-only scratch), so the
         // memory in use now is the peak of the run
         size_t used, total;
-        kda_cuda_mem_info(&used, &total);
+        ops->mem_info(&used, &total);
         printf("  GPU memory in use (peak): %.2f GiB of %.2f GiB\n", used / 1073741824.0, total / 1073741824.0);
     }
     free(ms);

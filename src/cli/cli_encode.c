@@ -62,12 +62,6 @@ static void parse_args(int argc, char **argv, int decode, opts *o) {
     }
 }
 
-static kda_tokenizer *load(const char *path) {
-    size_t n = strlen(path);
-    if (n > 6 && !strcmp(path + n - 6, ".model")) return kda_tok_load_tiktoken_llama3(path);
-    return kda_tok_load_hf(path);
-}
-
 // One line of stdin as a JSON object (invalid UTF-8 repaired first); NULL at end of input.
 static json_t *read_object(char **line, size_t *cap, kda_tok_bytes *clean, size_t line_no, const char *cmd) {
     ssize_t r = getline(line, cap, stdin);
@@ -122,7 +116,7 @@ static void flush_line(kda_tok_bytes *b) {
 int cmd_encode(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, 0, &o);
-    kda_tokenizer *tok = load(o.tokenizer);
+    kda_tokenizer *tok = kda_tok_load_path(o.tokenizer);
     kda_tok_ctx *ctx = kda_tok_ctx_new(tok);
     unsigned flags = (o.bos ? KDA_TOK_ADD_SPECIAL : 0) | (o.no_special ? KDA_TOK_SPECIAL_AS_TEXT : 0);
     char *line = NULL;
@@ -158,7 +152,7 @@ int cmd_encode(int argc, char **argv) {
 int cmd_decode(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, 1, &o);
-    kda_tokenizer *tok = load(o.tokenizer);
+    kda_tokenizer *tok = kda_tok_load_path(o.tokenizer);
     char *line = NULL;
     size_t cap = 0, line_no = 0;
     kda_tok_bytes clean = {0}, out = {0}, text = {0};

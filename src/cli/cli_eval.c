@@ -141,18 +141,8 @@ static double model_nll(void *self, const int32_t *ids, const int32_t *targets, 
 }
 
 static void load_config(const eval_opts *o, kda_config *cfg, char **dir) {
-    struct stat st;
-    if (stat(o->ckpt, &st) != 0 || !S_ISDIR(st.st_mode))
-        kda_die("kda eval: checkpoint '%s' not found: give a checkpoint directory (<save>/iter_NNNNNNN) or a save "
-                "directory with a 'latest' file",
-                o->ckpt);
-    *dir = kda_ckpt_resolve(o->ckpt);
-    if (!*dir) kda_die("kda eval: '%s' holds no checkpoint yet (no 'latest'); train with --set save=DIR first", o->ckpt);
-    char path[KDA_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.yaml", *dir);
-    if (stat(path, &st) != 0) kda_die("kda eval: '%s' is not a checkpoint: it has no config.yaml", *dir);
     kda_config_defaults(cfg);
-    kda_config_load(cfg, path);
+    *dir = kda_ckpt_load_config(o->ckpt, cfg, "kda eval");
     for (int i = 0; i < o->n_sets; i++) kda_config_set(cfg, o->sets[i]);
     if (o->device) {
         char kv[64];
@@ -161,20 +151,6 @@ static void load_config(const eval_opts *o, kda_config *cfg, char **dir) {
     }
     kda_config_finalize(cfg);
     if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
-}
-
-static kda_tokenizer *load_tokenizer(const kda_config *cfg, const char *override) {
-    if (!strcmp(cfg->tokenizer_type, "byte")) return NULL;
-    if (strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer"))
-        kda_die("kda eval: tokenizer_type '%s' is not supported (byte | HuggingFaceTokenizer)", cfg->tokenizer_type);
-    const char *path = override ? override : cfg->tokenizer_model;
-    if (!path[0]) kda_die("kda eval: tokenizer_type HuggingFaceTokenizer but tokenizer_model is empty; pass --tokenizer PATH");
-    size_t n = strlen(path);
-    kda_tokenizer *tok = n > 6 && !strcmp(path + n - 6, ".model") ? kda_tok_load_tiktoken_llama3(path) : kda_tok_load_hf(path);
-    if (kda_tok_vocab_size(tok) > cfg->vocab_size)
-        fprintf(stderr, "kda eval: warning: tokenizer '%s' has %d ids, the model only %d; larger ids are refused\n", path,
-                kda_tok_vocab_size(tok), cfg->vocab_size);
-    return tok;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -192,7 +168,7 @@ int cmd_eval(int argc, char **argv) {
     kda_config cfg;
     char *dir;
     load_config(&o, &cfg, &dir);
-    kda_tokenizer *tok = load_tokenizer(&cfg, o.tokenizer);
+    kda_tokenizer *tok = kda_tok_load_for_config(&cfg, o.tokenizer, "kda eval");
     kda_eval_codec *codec = kda_eval_codec_new(tok, cfg.bos_token_id, cfg.eos_token_id);
 
     // tasks -> token plan (its longest input sizes the model's activations)
@@ -227,8 +203,7 @@ int cmd_eval(int argc, char **argv) {
     const kda_ops *ops = kda_pick_backend(cfg.device);
     kda_model *m = kda_model_create(&cfg, ops, o.batch_size, T);
     kda_ckpt_load(m, dir, 0, NULL, 0);
-    m->ops->free(m->grad); // scoring never computes gradients
-    m->grad = NULL;
+    kda_model_drop_grad(m); // scoring never computes gradients
     fprintf(stderr, "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
             dir, kda_model_num_params(m), ops->name, omp_get_max_threads(), o.batch_size, T,
             m->act_bytes_total / 1048576.0);

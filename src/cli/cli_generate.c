@@ -176,18 +176,8 @@ typedef struct {
 
 static void codec_open(codec *c, const kda_config *cfg, const char *override) {
     *c = (codec){.bos = cfg->bos_token_id};
-    if (!strcmp(cfg->tokenizer_type, "byte")) return;
-    if (strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer"))
-        kda_die("kda generate: tokenizer_type '%s' is not supported (byte | HuggingFaceTokenizer)", cfg->tokenizer_type);
-    const char *path = override ? override : cfg->tokenizer_model;
-    if (!path[0])
-        kda_die("kda generate: tokenizer_type HuggingFaceTokenizer but tokenizer_model is empty; pass --tokenizer PATH");
-    size_t n = strlen(path);
-    c->tok = n > 6 && !strcmp(path + n - 6, ".model") ? kda_tok_load_tiktoken_llama3(path) : kda_tok_load_hf(path);
-    c->ctx = kda_tok_ctx_new(c->tok);
-    if (kda_tok_vocab_size(c->tok) > cfg->vocab_size)
-        fprintf(stderr, "kda generate: warning: tokenizer '%s' has %d ids, the model only %d; larger ids are refused\n",
-                path, kda_tok_vocab_size(c->tok), cfg->vocab_size);
+    c->tok = kda_tok_load_for_config(cfg, override, "kda generate");
+    if (c->tok) c->ctx = kda_tok_ctx_new(c->tok);
 }
 
 static void codec_close(codec *c) {
@@ -266,29 +256,13 @@ static int on_token(int32_t id, void *arg) {
 
 // ---- the model ----------------------------------------------------------------------------------
 
-static int is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // The config (checkpoint's, --config's or the built-in one, then --set and --device); *dir gets
 // the resolved checkpoint directory (NULL for --init-seed).
 static void load_config(const gen_opts *o, kda_config *cfg, char **dir) {
     kda_config_defaults(cfg);
     *dir = NULL;
     if (o->ckpt) {
-        if (!is_dir(o->ckpt))
-            kda_die("kda generate: checkpoint '%s' not found: give a checkpoint directory (<save>/iter_NNNNNNN) or "
-                    "a save directory with a 'latest' file",
-                    o->ckpt);
-        *dir = kda_ckpt_resolve(o->ckpt);
-        if (!*dir) kda_die("kda generate: '%s' holds no checkpoint yet (no 'latest'); train with --set save=DIR first", o->ckpt);
-        char path[KDA_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/config.yaml", *dir);
-        struct stat st;
-        if (stat(path, &st) != 0)
-            kda_die("kda generate: '%s' is not a checkpoint: it has no config.yaml", *dir);
-        kda_config_load(cfg, path);
+        *dir = kda_ckpt_load_config(o->ckpt, cfg, "kda generate");
     } else if (o->config) {
         kda_config_load(cfg, o->config);
     }
@@ -308,9 +282,7 @@ static kda_model *load_model(const gen_opts *o, const kda_config *cfg, const cha
     kda_model *m = kda_model_create(cfg, kda_pick_backend(cfg->device), 1, T);
     if (dir) kda_ckpt_load(m, dir, 0, NULL, 0);
     else kda_model_init(m, (uint64_t)o->init_seed);
-    // generation never computes gradients: give their buffer (as large as the weights) back
-    m->ops->free(m->grad);
-    m->grad = NULL;
+    kda_model_drop_grad(m); // generation never computes gradients
     return m;
 }
 

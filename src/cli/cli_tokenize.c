@@ -372,9 +372,7 @@ int cmd_tokenize(int argc, char **argv) {
         vocab = e.eod + 1 > 256 ? e.eod + 1 : 256;
         if (o.bos == 1) kda_die("kda tokenize: the bytes tokenizer has no BOS; drop --bos");
     } else {
-        size_t n = strlen(o.tokenizer);
-        tok = n > 6 && !strcmp(o.tokenizer + n - 6, ".model") ? kda_tok_load_tiktoken_llama3(o.tokenizer)
-                                                              : kda_tok_load_hf(o.tokenizer);
+        tok = kda_tok_load_path(o.tokenizer);
         vocab = kda_tok_vocab_size(tok);
         if (o.eod >= 0) {
             e.eod = (int32_t)o.eod;

@@ -14,29 +14,26 @@ typedef struct {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *help;
-    const char *pending; // non-NULL: not built yet, names the issue that brings it
 } command;
 
 static const command commands[] = {
-    {"train", cmd_train, "train a model from a YAML config (CPU fp32; CUDA bf16 when built)", NULL},
-    {"tokenize", cmd_tokenize, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files", NULL},
-    {"encode", cmd_encode, "JSON lines of text on stdin to token ids", NULL},
-    {"decode", cmd_decode, "JSON lines of token ids on stdin to text", NULL},
-    {"export", cmd_export, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)", NULL},
-    {"import", cmd_import, "FLA / Hugging Face folder to a kda checkpoint", NULL},
-    {"generate", cmd_generate, "text from a checkpoint with the recurrent form", NULL},
-    {"eval", cmd_eval, "lm-eval-harness-compatible scoring on local task files; validation loss", NULL},
-    {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps", NULL},
-    {"plot", cmd_plot, "loss, lr and tokens/s curves of metrics files as an SVG", NULL},
+    {"train", cmd_train, "train a model from a YAML config (CPU fp32; CUDA bf16 when built)"},
+    {"tokenize", cmd_tokenize, "raw text (txt/jsonl/gz/zst/parquet) to Megatron .bin/.idx token files"},
+    {"encode", cmd_encode, "JSON lines of text on stdin to token ids"},
+    {"decode", cmd_decode, "JSON lines of token ids on stdin to text"},
+    {"export", cmd_export, "checkpoint to FLA KDAForCausalLM (config.json + model.safetensors)"},
+    {"import", cmd_import, "FLA / Hugging Face folder to a kda checkpoint"},
+    {"generate", cmd_generate, "text from a checkpoint with the recurrent form"},
+    {"eval", cmd_eval, "lm-eval-harness-compatible scoring on local task files; validation loss"},
+    {"bench", cmd_bench, "throughput and model FLOP utilisation of training steps"},
+    {"plot", cmd_plot, "loss, lr and tokens/s curves of metrics files as an SVG"},
 };
 #define N_COMMANDS (int)(sizeof(commands) / sizeof(commands[0]))
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kda <command> [options]\n\ncommands:\n");
     for (int i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-9s %s%s%s%s\n", commands[i].name, commands[i].help,
-                commands[i].pending ? " [not built yet: " : "", commands[i].pending ? commands[i].pending : "",
-                commands[i].pending ? "]" : "");
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "  %-9s %s\n", "help", "this list");
     fprintf(f, "  %-9s %s\n", "version", "release, git commit and CUDA architectures of this build (also --version)");
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
@@ -79,11 +76,6 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N_COMMANDS; i++) {
         if (strcmp(name, commands[i].name)) continue;
-        if (!commands[i].fn) {
-            fprintf(stderr, "kda: '%s' is not built yet (%s); 'kda help' lists what works today\n", name,
-                    commands[i].pending);
-            return 2;
-        }
         return commands[i].fn(argc - 1, argv + 1);
     }
     fprintf(stderr, "kda: unknown command '%s'; 'kda help' lists the commands\n", name);

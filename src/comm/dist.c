@@ -244,7 +244,7 @@ static void mpi_destroy(kda_comm *c) { free(c); }
 
 kda_comm *kda_comm_create(const kda_ops *ops) {
     const kda_dist *d = kda_dist_init();
-    if (strcmp(ops->name, "cpu")) return kda_comm_nccl_create(d);
+    if (!ops->host_memory) return kda_comm_nccl_create(d);
     need_mpi("CPU data parallelism");
     kda_comm *c = kda_calloc(1, sizeof *c);
     c->name = "mpi";

@@ -50,28 +50,10 @@ static uint64_t mix64(uint64_t z) {
 
 // ---- text ----
 
-static char *read_whole_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) kda_die("cannot open training text '%s': %s (train_data_path names it)", path, strerror(errno));
-    size_t cap = 1 << 20, len = 0;
-    char *buf = kda_malloc(cap);
-    for (;;) {
-        if (len == cap) buf = kda_realloc(buf, cap *= 2);
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) kda_die("cannot read '%s': %s", path, strerror(errno));
-    fclose(f);
-    *n = len;
-    return buf;
-}
-
 static kda_tokenizer *load_tokenizer(const char *path) {
     size_t n = strlen(path);
     if (!n) kda_die("tokenizer_type HuggingFaceTokenizer needs tokenizer_model (a tokenizer.json path)");
-    if (n > 6 && !strcmp(path + n - 6, ".model")) return kda_tok_load_tiktoken_llama3(path);
-    return kda_tok_load_hf(path);
+    return kda_tok_load_path(path);
 }
 
 static void open_text(kda_data *d, const kda_config *c, kda_split split) {
@@ -82,7 +64,8 @@ static void open_text(kda_data *d, const kda_config *c, kda_split split) {
                 c->n_train_data_path);
     d->path = kda_strdup(path);
     size_t n_bytes = 0;
-    char *text = read_whole_file(path, &n_bytes);
+    char *text = kda_read_file(path, &n_bytes);
+    if (!text) kda_die("cannot open training text '%s': %s (train_data_path names it)", path, strerror(errno));
     int32_t *ids;
     size_t n;
     if (!strcmp(c->tokenizer_type, "byte")) {

@@ -28,25 +28,10 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static char *slurp(FILE *f, const char *path, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = kda_malloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) buf = kda_realloc(buf, cap *= 2);
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) kda_die("cannot read '%s': %s", path, strerror(errno));
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 char *kda_eval_read_file(const char *path, size_t *len) {
     if (!ends_with(path, ".bz2")) {
         FILE *f = kda_fopen(path, "rb");
-        char *buf = slurp(f, path, len);
+        char *buf = kda_read_stream(f, path, len);
         fclose(f);
         return buf;
     }
@@ -61,7 +46,7 @@ char *kda_eval_read_file(const char *path, size_t *len) {
     kda_sb_add(&cmd, "'");
     FILE *f = popen(cmd.v, "r");
     if (!f) kda_die("cannot run '%s': %s", cmd.v, strerror(errno));
-    char *buf = slurp(f, path, len);
+    char *buf = kda_read_stream(f, path, len);
     int st = pclose(f);
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         kda_die("'%s' could not be decompressed (%s failed): is it a bzip2 file, and is bzip2 installed?", path, cmd.v);

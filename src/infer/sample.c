@@ -62,9 +62,7 @@ void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int
         for (const char *p = prompt; *p; p++) kda_tok_ids_push(&ctx, (unsigned char)*p);
     } else {
         // as `kda tokenize` encodes a document: the post-processor's BOS (Llama 3: 128000), then the text
-        size_t pl = strlen(c->tokenizer_model);
-        tok = pl > 6 && !strcmp(c->tokenizer_model + pl - 6, ".model") ? kda_tok_load_tiktoken_llama3(c->tokenizer_model)
-                                                                       : kda_tok_load_hf(c->tokenizer_model);
+        tok = kda_tok_load_path(c->tokenizer_model);
         kda_tok_ctx *tc = kda_tok_ctx_new(tok);
         kda_tok_encode(tc, prompt, strlen(prompt), KDA_TOK_ADD_SPECIAL, &ctx);
         kda_tok_ctx_free(tc);

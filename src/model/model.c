@@ -223,7 +223,7 @@ kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, in
     m->grad = ops->alloc(m->n_alloc * sizeof(float));
     ops->zero(m->master, m->n_alloc * sizeof(float));
     ops->zero(m->grad, m->n_alloc * sizeof(float));
-    if (ops->w_bytes == 4 && !strcmp(ops->name, "cpu")) {
+    if (ops->work_is_master) {
         m->work = m->master;
     } else {
         m->work = ops->alloc(m->n_alloc * (size_t)ops->w_bytes);
@@ -272,6 +272,11 @@ void kda_model_alloc_optim(kda_model *m) {
     m->adam_v = m->ops->alloc(m->n_floats * sizeof(float));
     m->ops->zero(m->adam_m, m->n_floats * sizeof(float));
     m->ops->zero(m->adam_v, m->n_floats * sizeof(float));
+}
+
+void kda_model_drop_grad(kda_model *m) {
+    m->ops->free(m->grad);
+    m->grad = NULL;
 }
 
 void kda_model_free(kda_model *m) {
@@ -344,8 +349,24 @@ void kda_model_init(kda_model *m, uint64_t seed) {
 #define GP(idx) (m->grad + m->params[idx].offset)
 #define AOFF(ptr, elems) ((void *)((char *)(ptr) + (size_t)(elems) * (size_t)m->ops->act_bytes))
 
-// Input is m->acts[l].h_in (written by the previous layer or the embedding).
-static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T) {
+// The recurrent state one layer continues from in decoding (kda_model_decode): the conv tails of
+// q, k, v and the KDA state S. NULL in training: the sequence starts from zero.
+typedef struct {
+    void *tail[3];
+    float *S;
+} layer_state;
+
+// conv + SiLU of one channel group, continuing from tail when there is one.
+static void conv_silu(const kda_model *m, void *tail, const void *x, const void *w, void *y, int B, int T, int C,
+                      int W) {
+    if (tail) m->ops->conv_silu_step(tail, x, w, y, B, T, C, W);
+    else m->ops->conv_silu_fwd(x, w, y, B, T, C, W);
+}
+
+// Input is m->acts[l].h_in (written by the previous layer or the embedding). With st (decoding)
+// the conv continues from its tails and the core from S, recurrent for one token, chunked for
+// more (test_generate checks every decoded position against the full forward).
+static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const layer_state *st) {
     const kda_ops *o = m->ops;
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
@@ -354,20 +375,23 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T) {
     int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
+    if (st) cd.algo = T > 1 ? KDA_CHUNKED : KDA_RECURRENT;
 
     o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     o->linear_fwd(a->xn, WP(p->q_proj), NULL, a->q_pre, N, d, Dk);
     o->linear_fwd(a->xn, WP(p->k_proj), NULL, a->k_pre, N, d, Dk);
     o->linear_fwd(a->xn, WP(p->v_proj), NULL, a->v_pre, N, d, Dv);
-    o->conv_silu_fwd(a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
-    o->conv_silu_fwd(a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
-    o->conv_silu_fwd(a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
+    conv_silu(m, st ? st->tail[0] : NULL, a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
+    conv_silu(m, st ? st->tail[1] : NULL, a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
+    conv_silu(m, st ? st->tail[2] : NULL, a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
     o->linear_fwd(a->xn, WP(p->f_proj0), NULL, a->f_low, N, d, r);
     o->linear_fwd(a->f_low, WP(p->f_proj1), NULL, a->f, N, r, Dg);
     o->linear_fwd(a->xn, WP(p->b_proj), NULL, a->b, N, d, H);
     o->linear_fwd(a->xn, WP(p->g_proj0), NULL, a->g_low, N, d, r);
     o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
-    o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
+    if (st)
+        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, st->S);
+    else o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
     o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
     o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
@@ -385,7 +409,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     if (!rc) return;
     int L = m->cfg.num_hidden_layers;
     if (rc & RC_FULL) { // the output buffer is free again: the layers above are done
-        layer_fwd(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, B, T);
+        layer_fwd(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, B, T, NULL);
         return;
     }
     const kda_ops *o = m->ops;
@@ -481,7 +505,7 @@ static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
     o->embed_fwd(m->ids_dev, WP(m->embed), m->acts[0].h_in, N, c->hidden_size, c->vocab_size);
     for (int l = 0; l < L; l++) {
         void *out = l + 1 < L ? m->acts[l + 1].h_in : m->h_final;
-        layer_fwd(m, l, out, B, T);
+        layer_fwd(m, l, out, B, T, NULL);
     }
     o->rmsnorm_fwd(m->h_final, WP(m->final_norm), m->x_final, m->rstd_final, N, c->hidden_size, (float)c->norm_eps);
 }
@@ -641,44 +665,12 @@ void kda_decode_state_reset(const kda_model *m, kda_decode_state *s) {
     s->pos = 0;
 }
 
-// layer_fwd with the conv continuing from the tails and the core from S (keep the two in step:
-// test_generate checks every decoded position against the full forward).
-static void layer_fwd_decode(kda_model *m, int l, void *h_out, kda_decode_state *s, int n) {
-    const kda_ops *o = m->ops;
-    const kda_config *c = &m->cfg;
-    const kda_layer_params *p = &m->layer[l];
-    kda_layer_acts *a = &m->acts[l];
-    int B = s->B, N = B * n, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
-    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
-    float eps = (float)c->norm_eps;
-    kda_core_dims cd = core_dims(m, B, n);
-    cd.algo = n > 1 ? KDA_CHUNKED : KDA_RECURRENT;
-    void *tq = (char *)s->conv + (size_t)l * tail_elems(m, B) * (size_t)o->act_bytes;
+// The decode state of layer l inside s.
+static layer_state decode_layer_state(const kda_model *m, const kda_decode_state *s, int l) {
+    int B = s->B, W = m->cfg.conv_size, Dk = m->cfg.key_dim;
+    void *tq = (char *)s->conv + (size_t)l * tail_elems(m, B) * (size_t)m->ops->act_bytes;
     void *tk = AOFF(tq, (size_t)B * (W - 1) * Dk), *tv = AOFF(tk, (size_t)B * (W - 1) * Dk);
-    float *S = s->S + (size_t)l * S_floats(m, B);
-
-    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
-    o->linear_fwd(a->xn, WP(p->q_proj), NULL, a->q_pre, N, d, Dk);
-    o->linear_fwd(a->xn, WP(p->k_proj), NULL, a->k_pre, N, d, Dk);
-    o->linear_fwd(a->xn, WP(p->v_proj), NULL, a->v_pre, N, d, Dv);
-    o->conv_silu_step(tq, a->q_pre, WP(p->q_conv), a->q, B, n, Dk, W);
-    o->conv_silu_step(tk, a->k_pre, WP(p->k_conv), a->k, B, n, Dk, W);
-    o->conv_silu_step(tv, a->v_pre, WP(p->v_conv), a->v, B, n, Dv, W);
-    o->linear_fwd(a->xn, WP(p->f_proj0), NULL, a->f_low, N, d, r);
-    o->linear_fwd(a->f_low, WP(p->f_proj1), NULL, a->f, N, r, Dg);
-    o->linear_fwd(a->xn, WP(p->b_proj), NULL, a->b, N, d, H);
-    o->linear_fwd(a->xn, WP(p->g_proj0), NULL, a->g_low, N, d, r);
-    o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
-    o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, S);
-    o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
-    o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
-    o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
-    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    o->linear_fwd(a->x2, WP(p->gate_proj), NULL, a->gate, N, d, F);
-    o->linear_fwd(a->x2, WP(p->up_proj), NULL, a->up, N, d, F);
-    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
-    o->linear_fwd(a->z, WP(p->down_proj), NULL, m->gs->tmp, N, F, d);
-    o->add(a->h_mid, m->gs->tmp, h_out, (size_t)N * d);
+    return (layer_state){{tq, tk, tv}, s->S + (size_t)l * S_floats(m, B)};
 }
 
 void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int n) {
@@ -693,7 +685,10 @@ void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int
                     ids[i], c->vocab_size);
     o->to_device(m->ids_dev, ids, (size_t)N * sizeof(int32_t));
     o->embed_fwd(m->ids_dev, WP(m->embed), m->acts[0].h_in, N, d, c->vocab_size);
-    for (int l = 0; l < L; l++) layer_fwd_decode(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, s, n);
+    for (int l = 0; l < L; l++) {
+        layer_state st = decode_layer_state(m, s, l);
+        layer_fwd(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, B, n, &st);
+    }
     for (int b = 0; b < B; b++) // final norm of each sequence's last token only
         o->rmsnorm_fwd(AOFF(m->h_final, ((size_t)b * n + n - 1) * d), WP(m->final_norm), AOFF(s->x_last, (size_t)b * d),
                        s->rstd + b, 1, d, (float)c->norm_eps);

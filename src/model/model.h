@@ -76,6 +76,10 @@ void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi);
 // Build the model for a backend; activations for micro-batch B and sequence length T.
 kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T);
 void kda_model_free(kda_model *m);
+
+// For a model that will never run a backward (scoring, generation): gives the gradient buffer
+// (as large as the weights) back; m->grad is NULL afterwards.
+void kda_model_drop_grad(kda_model *m);
 // §4 initialisation from the seed (deterministic).
 void kda_model_init(kda_model *m, uint64_t seed);
 void kda_model_alloc_optim(kda_model *m);

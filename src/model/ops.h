@@ -40,6 +40,11 @@ typedef struct kda_ops {
     int act_bytes;         // bytes per A element
     int w_bytes;           // bytes per W element
 
+    // ---- capabilities: what differs between backends (zero where a backend lacks it) ----
+    int work_is_master;    // 1: W is the fp32 master itself (the model keeps no working copy)
+    int host_memory;       // 1: backend memory is host memory (collectives over MPI; else NCCL)
+    double peak_tflops;    // the device's dense bf16 peak for MFU in kda bench; 0: none assumed
+
     // ---- memory ----
     void *(*alloc)(size_t bytes);                 // dies with the numbers on failure
     void (*free)(void *p);
@@ -141,6 +146,10 @@ typedef struct kda_ops {
     // profile_end waits for the device and fills *out. Costs a few µs per op while on.
     void (*profile_begin)(void);
     void (*profile_end)(kda_phase_times *out);
+
+    // Bytes of device memory in use by this process's GPU and the card's total (kda bench);
+    // NULL where the backend has no device memory to report.
+    void (*mem_info)(size_t *used, size_t *total);
 } kda_ops;
 
 // The CPU backend (fp32; OpenMP threads; OpenBLAS GEMMs). The KDA core algorithm is taken
@@ -148,6 +157,7 @@ typedef struct kda_ops {
 const kda_ops *kda_ops_cpu(void);
 // The CUDA backend, or NULL (with *why set) when not built or no GPU is usable.
 const kda_ops *kda_ops_cuda(const char **why);
+// Backend selection (src/backend/backend.c).
 // device "cpu" | "cuda" | "auto" (CUDA when usable, else CPU); dies when "cuda" is unusable,
 // naming the reason.
 const kda_ops *kda_pick_backend(const char *device);

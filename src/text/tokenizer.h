@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/config.h"
+
 typedef struct kda_tokenizer kda_tokenizer;
 typedef struct kda_tok_ctx kda_tok_ctx;
 
@@ -64,6 +66,17 @@ typedef struct {
 kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *opts);
 // The Llama 3 special tokens (the 256 names of tokenizer.json, ids 128000..128255) and BOS 128000.
 kda_tokenizer *kda_tok_load_tiktoken_llama3(const char *path);
+
+// A tokenizer file by its name, the one place that decides the type: a ".model" suffix is a
+// tiktoken file with the Llama 3 specials (kda_tok_load_tiktoken_llama3), anything else a
+// tokenizer.json (kda_tok_load_hf).
+kda_tokenizer *kda_tok_load_path(const char *path);
+
+// The tokenizer a model config names, for a command `who` ("kda eval"): NULL for tokenizer_type
+// byte; for HuggingFaceTokenizer the file `override` (when not NULL) or tokenizer_model; any
+// other type, or an empty path, dies naming who. Warns on stderr when the tokenizer has more
+// ids than the model's vocab_size.
+kda_tokenizer *kda_tok_load_for_config(const kda_config *cfg, const char *override, const char *who);
 
 void kda_tok_free(kda_tokenizer *tok);
 

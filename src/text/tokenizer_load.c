@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,20 +83,11 @@ static size_t hf_string_bytes(const char *s, size_t n, char *out, int *raw) {
 // ---- tokenizer.json ----
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char *buf = kda_read_file(path, len);
+    if (!buf)
         kda_die("cannot open tokenizer %s: %s (pass a tokenizer.json or tiktoken .model path)", path, strerror(errno));
-    kda_tok_bytes b = {0};
-    char chunk[65536];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) kda_tok_bytes_append(&b, chunk, r);
-    if (ferror(f)) kda_die("reading tokenizer %s: %s", path, strerror(errno));
-    fclose(f);
-    *len = b.n;
-    kda_tok_bytes_cstr(&b);
-    return b.v;
+    return buf;
 }
-
 
 static const char *hf_type(const json_t *o) { return json_string_value(json_object_get(o, "type")); }
 
@@ -527,6 +519,25 @@ kda_tokenizer *kda_tok_load_tiktoken_llama3(const char *path) {
     if (t->n_vocab != 128256)
         kda_die("tokenizer %s: expected Llama 3's 128000 ranks, found %d", path, t->n_vocab - N);
     return t;
+}
+
+kda_tokenizer *kda_tok_load_path(const char *path) {
+    size_t n = strlen(path);
+    if (n > 6 && !strcmp(path + n - 6, ".model")) return kda_tok_load_tiktoken_llama3(path);
+    return kda_tok_load_hf(path);
+}
+
+kda_tokenizer *kda_tok_load_for_config(const kda_config *cfg, const char *override, const char *who) {
+    if (!strcmp(cfg->tokenizer_type, "byte")) return NULL;
+    if (strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer"))
+        kda_die("%s: tokenizer_type '%s' is not supported (byte | HuggingFaceTokenizer)", who, cfg->tokenizer_type);
+    const char *path = override ? override : cfg->tokenizer_model;
+    if (!path[0]) kda_die("%s: tokenizer_type HuggingFaceTokenizer but tokenizer_model is empty; pass --tokenizer PATH", who);
+    kda_tokenizer *tok = kda_tok_load_path(path);
+    if (kda_tok_vocab_size(tok) > cfg->vocab_size)
+        fprintf(stderr, "%s: warning: tokenizer '%s' has %d ids, the model only %d; larger ids are refused\n", who, path,
+                kda_tok_vocab_size(tok), cfg->vocab_size);
+    return tok;
 }
 
 void kda_tok_free(kda_tokenizer *t) {

@@ -275,6 +275,21 @@ char *kda_ckpt_resolve(const char *path) {
     return out;
 }
 
+char *kda_ckpt_load_config(const char *ckpt, kda_config *cfg, const char *who) {
+    struct stat st;
+    if (stat(ckpt, &st) != 0 || !S_ISDIR(st.st_mode))
+        kda_die("%s: checkpoint '%s' not found: give a checkpoint directory (<save>/iter_NNNNNNN) or a save "
+                "directory with a 'latest' file",
+                who, ckpt);
+    char *dir = kda_ckpt_resolve(ckpt);
+    if (!dir) kda_die("%s: '%s' holds no checkpoint yet (no 'latest'); train with --set save=DIR first", who, ckpt);
+    char path[KDA_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
+    if (stat(path, &st) != 0) kda_die("%s: '%s' is not a checkpoint: it has no config.yaml", who, dir);
+    kda_config_load(cfg, path);
+    return dir;
+}
+
 void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_state *st, int load_rng) {
     char path[KDA_PATH_MAX * 2];
     snprintf(path, sizeof path, "%s/state.json", dir);

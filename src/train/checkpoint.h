@@ -35,6 +35,11 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
 // Returns a malloc'ed path, or NULL when `path` holds no checkpoint yet (missing or empty).
 char *kda_ckpt_resolve(const char *path);
 
+// The config.yaml of checkpoint (or save directory) `ckpt` read over *cfg (set the defaults
+// first) for command `who` ("kda eval"); returns the resolved checkpoint directory (free it).
+// A missing directory, an empty save directory or a missing config.yaml dies naming who.
+char *kda_ckpt_load_config(const char *ckpt, kda_config *cfg, const char *who);
+
 // Load weights (always), optimizer moments (if load_optim) and train state (if st != NULL).
 void kda_ckpt_load(kda_model *m, const char *ckpt_dir, int load_optim, kda_train_state *st, int load_rng);
 

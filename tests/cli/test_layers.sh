@@ -3,7 +3,7 @@
 # listed before it here (the order of DEVELOPERS.md's table). Fails naming each upward include.
 set -u
 cd "$(dirname "$0")/../.."
-order="base formats text data model comm backend/cpu backend/cuda train infer cli"
+order="base formats text data model comm backend/cpu backend/cuda backend train infer cli"
 rank() { local i=0; for f in $order; do [ "$f" = "$1" ] && { echo $i; return; }; i=$((i+1)); done; echo -1; }
 folder_of() { # src/backend/cuda/x.cu -> backend/cuda, src/model/x.h -> model
   local p=${1#src/}; p=${p%/*}; echo "$p"; }

@@ -99,7 +99,7 @@ int main(void) {
     T_REL("gradients, all parameters together", rel(gg, gc, mc->n_floats), 3e-2);
     T_CHECK(worst <= 6e-2, "%-48s rel err %.3e (<= 6.0e-02) [%s]", "gradients, worst tensor of >= 64 values", worst,
             worst_name);
-    // H200, 2026-12-03, 13 seeds: 2.0e-2 .. 9.3e-2 (bench/RESULTS.md, tests/cuda/step_seeds_2026-12-03.txt)
+    // H200, 2026-12-03, 13 seeds: 2.0e-2 .. 9.3e-2 (bench/RESULTS.md, bench/logs/device/step_seeds_2026-12-03.txt)
     T_CHECK(worst_small <= 1.5e-1, "%-48s rel err %.3e (<= 1.5e-01) [%s]", "gradients, worst per-head scalar tensor",
             worst_small, worst_small_name);
 

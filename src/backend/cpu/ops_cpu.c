@@ -458,6 +458,8 @@ static const kda_ops cpu_ops = {
     .describe = cpu_describe,
     .act_bytes = 4,
     .w_bytes = 4,
+    .work_is_master = 1,
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
@@ -493,18 +495,3 @@ static const kda_ops cpu_ops = {
 };
 
 const kda_ops *kda_ops_cpu(void) { return &cpu_ops; }
-
-static char backend_reason[640];
-
-const char *kda_backend_reason(void) { return backend_reason; }
-
-const kda_ops *kda_pick_backend(const char *device) {
-    const char *why = NULL;
-    snprintf(backend_reason, sizeof backend_reason, "device %s", device);
-    if (!strcmp(device, "cpu")) return kda_ops_cpu();
-    const kda_ops *cu = kda_ops_cuda(&why);
-    if (cu) return cu;
-    if (!strcmp(device, "cuda")) kda_die("device 'cuda' requested but unavailable: %s; use --device cpu", why ? why : "unknown reason");
-    snprintf(backend_reason, sizeof backend_reason, "device auto fell back to the CPU: %s", why ? why : "no usable GPU");
-    return kda_ops_cpu();
-}

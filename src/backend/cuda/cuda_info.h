@@ -1,4 +1,4 @@
-// cuda_info.h — facts about the GPU for reports (kda bench). Without CUDA: zeros.
+// cuda_info.h — facts about the GPU for reports: the CUDA table's mem_info (kda bench).
 #ifndef KDA_CUDA_INFO_H
 #define KDA_CUDA_INFO_H
 #include <stddef.h>

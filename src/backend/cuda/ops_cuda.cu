@@ -7,6 +7,7 @@
 #include <string.h>
 
 extern "C" {
+#include "backend/cuda/cuda_info.h"
 #include "comm/dist.h"
 }
 
@@ -101,6 +102,9 @@ static const kda_ops cuda_ops = {
     .name = "cuda",
     .act_bytes = 2,
     .w_bytes = 2,
+    .work_is_master = 0, // bf16 working copy of the fp32 master
+    .host_memory = 0,    // device memory: collectives through NCCL
+    .peak_tflops = 989.4, // H100 SXM dense bf16, the MFU reference of kda bench
     .alloc = cu_alloc,
     .free = cu_free,
     .zero = CU_PROFILED(KDA_PHASE_OTHER, cu_zero),
@@ -136,6 +140,7 @@ static const kda_ops cuda_ops = {
     .describe = cu_describe,
     .profile_begin = cu_profile_begin,
     .profile_end = cu_profile_end,
+    .mem_info = kda_cuda_mem_info,
 };
 
 static int probed;          // 0: not yet, 1: usable, -1: not usable

@@ -4,6 +4,9 @@
 // bound 2e-2) and the new one (error / max(2e-2·|dA|, 4e-3·Σ|dα·α|), bound 1). CPU only.
 //   study_dalog_bound B T H SEEDS     (2026-12-04: 3 5 1 300 → rel > 2e-2 in 80 seeds, new ≤ 0.895;
 //                                      2 200 3 100 → rel > 2e-2 in 7, new ≤ 0.315)
+// A one-off study, not a test: build it by hand after `make` (CPU only), e.g.
+//   cc -std=c11 -O2 -fopenmp -D_GNU_SOURCE -Isrc -Itests tools/studies/study_dalog_bound.c build/libkda.a \
+//      -lopenblas -lm -o build/study_dalog_bound   (plus the link flags `make` prints for a test)
 #include "cuda/kda_inputs.h"
 static void perturb(float *a, size_t n, double eps) { for (size_t i = 0; i < n; i++) a[i] *= (float)(1.0 + eps * kda_rng_normal(&RNG)); }
 int main(int argc, char **argv) {
