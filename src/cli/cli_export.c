@@ -10,6 +10,7 @@
 
 #include "train/checkpoint.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "train/hf_interop.h"
@@ -67,14 +68,14 @@ int cmd_export(int argc, char **argv) {
                    "CHECKPOINT is a checkpoint directory or a save directory (its 'latest' is used).\n");
             return 0;
         } else if (!strcmp(argv[i], "--dtype")) {
-            if (++i >= argc) kda_die("--dtype needs bf16 or fp32");
+            if (++i >= argc) kda_cli_usage_error("export", "--dtype needs bf16 or fp32");
             if (!strcmp(argv[i], "bf16")) bf16 = 1;
             else if (!strcmp(argv[i], "fp32")) bf16 = 0;
             else kda_die("--dtype '%s': use bf16 or fp32", argv[i]);
         } else if (!strcmp(argv[i], "--force")) {
             force = 1;
         } else if (argv[i][0] == '-') {
-            kda_die("kda export: unknown option '%s' (see kda export --help)", argv[i]);
+            kda_cli_usage_error("export", "unknown option '%s'", argv[i]);
         } else if (!src) {
             src = argv[i];
         } else if (!out) {
@@ -149,12 +150,12 @@ int cmd_import(int argc, char **argv) {
                    "Model keys come from config.json; --config / --set supply the training keys stored with it.\n");
             return 0;
         } else if (!strcmp(argv[i], "--config")) {
-            if (++i >= argc) kda_die("--config needs a YAML file");
+            if (++i >= argc) kda_cli_usage_error("import", "--config needs a YAML file");
             yaml = argv[i];
         } else if (!strcmp(argv[i], "--set")) {
-            if (++i >= argc) kda_die("--set needs key=value");
+            if (++i >= argc) kda_cli_usage_error("import", "--set needs key=value");
         } else if (argv[i][0] == '-') {
-            kda_die("kda import: unknown option '%s' (see kda import --help)", argv[i]);
+            kda_cli_usage_error("import", "unknown option '%s'", argv[i]);
         } else if (!src) {
             src = argv[i];
         } else if (!out) {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "text/doc_source.h"
 #include "data/indexed_dataset.h"
@@ -79,15 +80,7 @@ static void usage(FILE *f) {
 }
 
 static const char *need(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) kda_die("kda tokenize: %s needs a value (see kda tokenize --help)", argv[*i]);
-    return argv[++*i];
-}
-
-static long parse_long(const char *flag, const char *v, long lo, long hi) {
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) kda_die("kda tokenize: %s '%s' must be a whole number in [%ld, %ld]", flag, v, lo, hi);
-    return x;
+    return kda_cli_value("tokenize", argc, argv, i);
 }
 
 static void parse_args(int argc, char **argv, opts *o) {
@@ -133,15 +126,15 @@ static void parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--no-append-eod")) {
             o->append_eod = 0;
         } else if (!strcmp(a, "--eod")) {
-            o->eod = parse_long("--eod", need(argc, argv, &i), 0, 0x7fffffffL);
+            o->eod = kda_cli_long("tokenize", "--eod", need(argc, argv, &i), 0, 0x7fffffffL);
         } else if (!strcmp(a, "--special-as-text")) {
             o->special_as_text = 1;
         } else if (!strcmp(a, "--threads")) {
-            o->threads = (int)parse_long("--threads", need(argc, argv, &i), 1, 4096);
+            o->threads = (int)kda_cli_long("tokenize", "--threads", need(argc, argv, &i), 1, 1024);
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
         } else if (a[0] == '-' && a[1]) {
-            kda_die("kda tokenize: unknown option '%s' (see kda tokenize --help)", a);
+            kda_cli_usage_error("tokenize", "unknown option '%s'", a);
         } else {
             o->inputs[o->n_inputs++] = a;
         }

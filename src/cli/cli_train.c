@@ -10,6 +10,7 @@
 
 #include "train/checkpoint.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "data/data.h"
@@ -75,9 +76,7 @@ int cmd_train(int argc, char **argv) {
             continue;
         }
         if (argv[i][0] == '-') {
-            fprintf(stderr, "kda train: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+            kda_cli_usage_error("train", "unknown option '%s'", argv[i]);
         }
         if (path) kda_die("kda train takes one config file; got '%s' and '%s'", path, argv[i]);
         path = argv[i];
@@ -85,7 +84,7 @@ int cmd_train(int argc, char **argv) {
     if (path) kda_config_load(&cfg, path);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device")) {
-            if (i + 1 >= argc) kda_die("%s needs a value", argv[i]);
+            if (i + 1 >= argc) kda_cli_usage_error("train", "%s needs a value", argv[i]);
             if (!strcmp(argv[i], "--set")) {
                 kda_config_set(&cfg, argv[i + 1]);
             } else {

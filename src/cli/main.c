@@ -6,6 +6,7 @@
 
 #include "base/version.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 
 // OpenBLAS's own (not in every cblas.h: Debian's netlib alternative lacks it); we link -lopenblas.
 char *openblas_get_corename(void);
@@ -37,7 +38,7 @@ static void usage(FILE *f) {
         fprintf(f, "  %-9s %s%s%s%s\n", commands[i].name, commands[i].help,
                 commands[i].pending ? " [not built yet: " : "", commands[i].pending ? commands[i].pending : "",
                 commands[i].pending ? "]" : "");
-    fprintf(f, "  %-9s %s\n", "help", "this list");
+    fprintf(f, "  %-9s %s\n", "help", "this list; 'kda help CMD' describes a command's options");
     fprintf(f, "  %-9s %s\n", "version", "release, git commit and CUDA architectures of this build (also --version)");
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
 }
@@ -64,6 +65,7 @@ static void fix_openblas_kernels(char **argv) {
 
 int main(int argc, char **argv) {
     fix_openblas_kernels(argv);
+    argv = kda_cli_split_eq(&argc, argv); // --key=value as --key value, for every command
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -74,18 +76,25 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
-        usage(stdout);
-        return 0;
+        if (argc < 3) {
+            usage(stdout);
+            return 0;
+        }
+        char *help_argv[] = {argv[2], "--help", NULL}; // kda help CMD = kda CMD --help
+        for (int i = 0; i < N_COMMANDS; i++)
+            if (!strcmp(argv[2], commands[i].name) && commands[i].fn) return commands[i].fn(2, help_argv);
+        fprintf(stderr, "kda: error: unknown command '%s'; 'kda help' lists the commands\n", argv[2]);
+        return 2;
     }
     for (int i = 0; i < N_COMMANDS; i++) {
         if (strcmp(name, commands[i].name)) continue;
         if (!commands[i].fn) {
-            fprintf(stderr, "kda: '%s' is not built yet (%s); 'kda help' lists what works today\n", name,
+            fprintf(stderr, "kda: error: '%s' is not built yet (%s); 'kda help' lists what works today\n", name,
                     commands[i].pending);
             return 2;
         }
         return commands[i].fn(argc - 1, argv + 1);
     }
-    fprintf(stderr, "kda: unknown command '%s'; 'kda help' lists the commands\n", name);
+    fprintf(stderr, "kda: error: unknown command '%s'; 'kda help' lists the commands\n", name);
     return 2;
 }
