@@ -169,7 +169,7 @@ demo: all build/data/tinyshakespeare-llama3.idx
 	./kda train configs/tiny.yaml
 
 build/data/tinyshakespeare-llama3.idx: data/tinyshakespeare.txt data/tokenizer/llama3/tokenizer.json | kda
-	./kda tokenize --input data/tinyshakespeare.txt --text-docs block --output-prefix build/data/tinyshakespeare-llama3
+	./kda tokenize --input data/tinyshakespeare.txt --text-docs block --output-prefix build/data/tinyshakespeare-llama3 --force
 
 clean:
 	rm -rf build build-san kda
