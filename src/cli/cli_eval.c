@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "base/run_guard.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "infer/eval.h"
@@ -175,6 +176,8 @@ static kda_tokenizer *load_tokenizer(const kda_config *cfg, const char *override
 int cmd_eval(int argc, char **argv) {
     eval_opts o;
     parse_args(argc, argv, &o);
+    if (o.output) kda_guard_file("--output", o.output); // checked now, not after the evaluation (run_guard.h)
+    if (o.samples) kda_guard_file("--log-samples", o.samples);
     double t_start = kda_now();
     int want_val;
     char *task_list = split_val_loss(o.tasks, &want_val);

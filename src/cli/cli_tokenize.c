@@ -25,6 +25,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "base/run_guard.h"
 #include "base/common.h"
 #include "text/doc_source.h"
 #include "data/indexed_dataset.h"
@@ -93,6 +94,9 @@ static const char *need(int argc, char **argv, int *i) {
 // Outputs exist: refused without --force, naming the file (an input given as output included).
 static void check_outputs(const opts *o) {
     static const char *const ext[] = {".bin", ".idx"};
+    char bin[4200];
+    snprintf(bin, sizeof bin, "%s.bin", o->prefix);
+    kda_guard_file("--output-prefix", bin); // its folder exists or is made, and is writable (run_guard.h)
     for (int k = 0; k < 2; k++) {
         char path[4096];
         snprintf(path, sizeof path, "%s%s", o->prefix, ext[k]);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "train/checkpoint.h"
+#include "base/run_guard.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "base/common.h"
@@ -115,6 +116,9 @@ int cmd_train(int argc, char **argv) {
         cfg.metrics_file[0] = 0;
         cfg.sample_tokens = 0;
     }
+    if (lead && cfg.save[0]) kda_guard_dir("save", cfg.save); // outputs checked before anything large (run_guard.h)
+    if (lead && cfg.save[0] && !dry) kda_guard_lock("save", cfg.save);
+    if (lead && cfg.metrics_file[0]) kda_guard_file("metrics_file", cfg.metrics_file);
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
     // several ranks (or a sharded optimizer asked for on one): gradients reduced per layer
