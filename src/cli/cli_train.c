@@ -181,6 +181,10 @@ int cmd_train(int argc, char **argv) {
                         dist->rank, st.iteration, (unsigned long long)st.consumed_samples, cfg.load);
         }
     }
+    if (st.iteration >= cfg.train_iters)
+        printf("kda train: nothing to do: the checkpoint is at iteration %ld and train_iters is %ld; raise train_iters "
+               "to train further\n",
+               st.iteration, cfg.train_iters);
     if (dry) {
         kda_dist_optim_free(dopt);
         kda_comm_free(comm);
@@ -264,7 +268,9 @@ int cmd_train(int argc, char **argv) {
         kda_ckpt_save(m, &st, cfg.save);
         printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
     }
-    if (stop) printf("kda train: stopped by signal %d after iteration %ld\n", stop_requested ? (int)stop_requested : SIGTERM, it);
+    if (stop)
+        printf("kda train: stopped by signal %d after iteration %ld%s\n", stop_requested ? (int)stop_requested : SIGTERM, it,
+               cfg.save[0] ? "" : "; no checkpoint written (save is not set)");
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
     if (metrics) fclose(metrics);
     free(sample);

@@ -27,4 +27,12 @@ expect_fail "a second run on the same save" "is in use by another run (pid $pid"
 kill -9 $pid; wait $pid 2>/dev/null
 out=$($T --set save="$TMP/s" --set train_iters=2 2>&1) && ok "after kill -9 a new run starts (no stuck lock)" || bad "after kill -9: $out"
 out=$($T --set save="$TMP/s2" --set train_iters=2 --dry-run 2>&1) && ok "dry run with a new save folder" || bad "dry run: $out"
+# a resume with nothing left to do says so; an interrupt without save says nothing was saved
+out=$($T --set save="$TMP/s3" --set load="$TMP/s3" --set train_iters=2 2>&1) || bad "2 iterations: $out"
+out=$($T --set save="$TMP/s3" --set load="$TMP/s3" --set train_iters=2 2>&1)
+grep -q "nothing to do: the checkpoint is at iteration 2 and train_iters is 2" <<<"$out" && ok "resume with nothing to do says so" || bad "resume: $out"
+$T --set train_iters=100000 >"$TMP/run2.log" 2>&1 & pid=$!
+for _ in $(seq 100); do grep -q "^iter" "$TMP/run2.log" && break; sleep 0.2; done
+kill -INT $pid; wait $pid
+grep -q "no checkpoint written (save is not set)" "$TMP/run2.log" && ok "interrupt without save says no checkpoint written" || bad "interrupt: $(tail -2 "$TMP/run2.log")"
 finish
