@@ -230,10 +230,22 @@ int cmd_train(int argc, char **argv) {
         } else {
             info = kda_optim_step(m, lr, st.optim_steps + 1);
         }
-        if (!isfinite(loss) || info.nonfinite)
-            kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; "
-                    "the last saved checkpoint is intact",
-                    it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr);
+        if (!isfinite(loss) || info.nonfinite) {
+            char last[KDA_PATH_MAX * 2 + 160] = "no checkpoint was saved or loaded by this run";
+            {
+                char *dir = cfg.save[0] ? kda_ckpt_resolve(cfg.save) : NULL;
+                if (!dir && cfg.load[0]) dir = kda_ckpt_resolve(cfg.load);
+                if (dir) {
+                    int fin = kda_ckpt_weights_finite(dir);
+                    snprintf(last, sizeof last, "the last checkpoint is %s, %s", dir,
+                             fin == 1 ? "its weights are finite" : fin == 0 ? "its weights are NOT finite: use an earlier one"
+                                                                            : "not known to be finite (older format)");
+                    free(dir);
+                }
+            }
+            kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; %s",
+                    it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr, last);
+        }
         stop = dist->world > 1 ? comm->sum_f64(comm, stop_requested ? 1.0 : 0.0) > 0 : stop_requested != 0;
         st.optim_steps++;
         st.iteration = it + 1;
