@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <jansson.h>
@@ -262,7 +263,16 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
 
     snprintf(path, sizeof path, "%s/config.yaml", tmp);
     FILE *f = kda_fopen(path, "w");
-    kda_config_write_yaml(&m->cfg, f);
+    // a relative tokenizer_model is made absolute, so that generate / export / eval find the
+    // tokenizer from any folder, not only from the one training ran in
+    kda_config *cc = kda_malloc(sizeof *cc);
+    *cc = m->cfg;
+    char absolute[PATH_MAX];
+    if (cc->tokenizer_model[0] && cc->tokenizer_model[0] != '/' && realpath(cc->tokenizer_model, absolute) &&
+        strlen(absolute) < sizeof cc->tokenizer_model)
+        snprintf(cc->tokenizer_model, sizeof cc->tokenizer_model, "%s", absolute);
+    kda_config_write_yaml(cc, f);
+    free(cc);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) kda_die("cannot write '%s': %s", path, strerror(errno));
     fclose(f);
     fsync_path(tmp, 1);
