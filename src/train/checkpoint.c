@@ -270,7 +270,7 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
     char absolute[PATH_MAX];
     if (cc->tokenizer_model[0] && cc->tokenizer_model[0] != '/' && realpath(cc->tokenizer_model, absolute) &&
         strlen(absolute) < sizeof cc->tokenizer_model)
-        snprintf(cc->tokenizer_model, sizeof cc->tokenizer_model, "%s", absolute);
+        memcpy(cc->tokenizer_model, absolute, strlen(absolute) + 1); // fits: checked above
     kda_config_write_yaml(cc, f);
     free(cc);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) kda_die("cannot write '%s': %s", path, strerror(errno));
