@@ -18,6 +18,7 @@
 #include "comm/dist.h"
 #include "train/dist_optim.h"
 #include "model/model.h"
+#include "model/mem_plan.h"
 #include "model/optim.h"
 #include "infer/sample.h"
 
@@ -119,6 +120,10 @@ int cmd_train(int argc, char **argv) {
     if (lead && cfg.save[0]) kda_guard_dir("save", cfg.save); // outputs checked before anything large (run_guard.h)
     if (lead && cfg.save[0] && !dry) kda_guard_lock("save", cfg.save);
     if (lead && cfg.metrics_file[0]) kda_guard_file("metrics_file", cfg.metrics_file);
+    if (!strcmp(ops->name, "cpu")) { // the parameter state must fit before it is allocated (mem_plan.h)
+        kda_mem_plan mp = kda_mem_plan_compute(&cfg, ops->w_bytes);
+        kda_mem_plan_check_host(&cfg, &mp);
+    }
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
     // several ranks (or a sharded optimizer asked for on one): gradients reduced per layer
