@@ -7,11 +7,17 @@ NVCC     ?= nvcc
 BUILD    ?= build
 SAN      ?= 0
 OPT      ?= -O2 -march=x86-64-v2
-CFLAGS   := -std=c11 $(OPT) -g -Wall -Wextra -Werror -fopenmp -D_GNU_SOURCE -Isrc -Itests -Ibuild/gen
-MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
-CFLAGS   += $(MPI_CFLAGS)
-LDLIBS   := $(MPI_LIBS) -lyaml -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lsnappy -lm -lpthread
+WERROR   ?= -Werror
+# MPI flags are asked of mpicc when a recipe first needs them, not when this file is read: on a
+# fresh machine the deps step (tools/deps.sh, an order-only prerequisite of every object) installs
+# OpenMPI during the build, and a parse-time query would have found nothing (tests/cli/test_build_fresh.sh).
+# CFLAGS and LDLIBS are therefore recursively expanded ('='); the query runs once, then is cached.
+MPICC    ?= mpicc
+DEPS_SH  ?= tools/deps.sh
+MPI_CFLAGS = $(eval MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null))$(MPI_CFLAGS)
+MPI_LIBS   = $(eval MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null))$(MPI_LIBS)
+CFLAGS   = -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -fopenmp -D_GNU_SOURCE -Isrc -Itests -Ibuild/gen $(MPI_CFLAGS)
+LDLIBS   = $(MPI_LIBS) -lyaml -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lsnappy -lm -lpthread
 ifeq ($(SAN),1)
   BUILD  := build-san
   CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -O1
@@ -22,7 +28,8 @@ FUZZ     ?= 0
 ifeq ($(FUZZ),1)
   BUILD  := build-fuzz
   CC     := clang
-  CFLAGS := $(filter-out -Werror,$(CFLAGS)) -fsanitize=fuzzer-no-link,address,undefined -O1
+  WERROR :=
+  CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -O1
   LDFLAGS += -fsanitize=address,undefined
 endif
 
@@ -35,7 +42,7 @@ TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins
+.PHONY: all deps deps-check test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins
 all: deps-check kda
 
 # ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/*_stub.c.
@@ -102,10 +109,14 @@ FORCE:
 $(BUILD)/src/base/version.o: build/gen/kda_build.h
 
 deps-check:
-	@tools/deps.sh check
+	@$(DEPS_SH) check
 
 deps:
-	@tools/deps.sh install
+	@$(DEPS_SH) install
+
+# Every compile and link waits for the deps step (order-only: it never makes anything out of date),
+# so that under make -j no recipe expands the MPI flags before OpenMPI is there.
+$(LIB_OBJ) $(BUILD)/src/cli/main.o $(TEST_BIN) $(TOOL_BIN) $(BENCH_BIN): | deps-check
 
 kda: $(BUILD)/kda
 	@if [ "$(BUILD)" = build ]; then cp $(BUILD)/kda ./kda.tmp && mv -f ./kda.tmp ./kda; fi  # rename: works while ./kda runs
@@ -160,7 +171,7 @@ demo: all build/data/tinyshakespeare-llama3.idx
 	./kda train configs/tiny.yaml
 
 build/data/tinyshakespeare-llama3.idx: data/tinyshakespeare.txt data/tokenizer/llama3/tokenizer.json | kda
-	./kda tokenize --input data/tinyshakespeare.txt --text-docs block --output-prefix build/data/tinyshakespeare-llama3
+	./kda tokenize --input data/tinyshakespeare.txt --text-docs block --output-prefix build/data/tinyshakespeare-llama3 --force
 
 clean:
 	rm -rf build build-san kda

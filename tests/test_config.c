@@ -347,8 +347,9 @@ static void test_finalize_errors(void) {
     DIE_FINAL("head_v_dim > 128", "head_dim=128", NULL, "head_v_dim", "128");
     DIE_FINAL("fractional head_v_dim", "expand_v=1.3", NULL, "expand_v", "whole number");
     DIE_FINAL("GVA", "num_v_heads=2", NULL, "num_v_heads", "GVA");
-    DIE_FINAL("zero size", "hidden_size=0", NULL, "hidden_size", "positive");
-    DIE_FINAL("negative size", "num_hidden_layers=-1", NULL, "num_hidden_layers", "positive");
+    DIE_FINAL("zero size", "hidden_size=0", NULL, "hidden_size", "[1, 65536]");
+    DIE_FINAL("negative size", "num_hidden_layers=-1", NULL, "num_hidden_layers", "[1, 4096]");
+    DIE_FINAL("num_threads too large", "num_threads=100000", NULL, "num_threads 100000", "[0, 1024]");
     DIE_FINAL("batch divisibility", "global_batch_size=6", NULL, "global_batch_size", "micro_batch_size");
     DIE_FINAL("no short conv", "use_short_conv=false", NULL, "use_short_conv", "true");
     DIE_FINAL("untied", "tie_word_embeddings=false", NULL, "tie_word_embeddings", "not supported");

@@ -9,8 +9,8 @@
 # Python version; then this script takes well under a second. Otherwise the environment is
 # built in .venv.tmp, checked by importing what the tests import, and only then renamed to
 # .venv, so an interrupted or failed build never leaves a half-made .venv behind. A fresh
-# build downloads ~4 GB (torch from PyPI is a CUDA build: its CUDA libraries are needed even
-# on a CPU-only machine) and takes a few minutes. KDA_PYTHON picks the base interpreter
+# build downloads ~4 GB and takes ~6.2 GB on disk (torch from PyPI is a CUDA build: PyPI has no
+# CPU-only torch, so its CUDA libraries come along even on a CPU-only machine) and takes a few minutes. KDA_PYTHON picks the base interpreter
 # (default python3). Concurrent calls wait for each other (flock on .venv.lock).
 set -euo pipefail
 

@@ -606,6 +606,15 @@ static void check_choice(const char *key, const char *v, const char *const *allo
         if (!(c->field >= 0)) kda_die("config: " #field " must be >= 0, got %g", (double)c->field); \
     } while (0)
 
+// Upper bounds on every count and size: a value past them cannot be meant and would hang, crash or
+// overflow somewhere deep (num_threads 100000 crashed inside libgomp). Message: key, value, range.
+#define NEED_RANGE(field, lo, hi, why)                                                                   \
+    do {                                                                                                 \
+        if (!(c->field >= (lo) && c->field <= (hi)))                                                     \
+            kda_die("config: " #field " %.17g is outside the allowed range [%ld, %ld]%s", (double)c->field, \
+                    (long)(lo), (long)(hi), why);                                                        \
+    } while (0)
+
 static void check_token_id(const char *key, int id, int vocab) {
     if (id < -1 || id >= vocab)
         kda_die("config: %s %d is outside the vocabulary [0, vocab_size %d) (use null for none)", key, id, vocab);
@@ -637,31 +646,18 @@ fail:
 
 void kda_config_finalize(kda_config *c) {
     // positive sizes
-    NEED_POS(hidden_size);
-    NEED_POS(num_hidden_layers);
-    NEED_POS(num_heads);
     NEED_POS(head_dim);
     NEED_POS(expand_v);
-    NEED_POS(conv_size);
     NEED_POS(hidden_ratio);
-    NEED_POS(vocab_size);
     NEED_POS(norm_eps);
     NEED_NONNEG(initializer_range);
     NEED_POS(max_position_embeddings);
-    NEED_POS(train_iters);
-    NEED_POS(micro_batch_size);
-    NEED_POS(global_batch_size);
-    NEED_POS(seq_length);
-    NEED_POS(kda_chunk_size);
     NEED_POS(log_interval);
     NEED_NONNEG(eval_interval);
     NEED_NONNEG(eval_iters);
     NEED_NONNEG(save_interval);
     NEED_NONNEG(keep_last_n);
-    NEED_NONNEG(num_threads);
-    NEED_NONNEG(sample_tokens);
     NEED_NONNEG(seed);
-    NEED_NONNEG(intermediate_size);
     NEED_NONNEG(lr);
     NEED_NONNEG(min_lr);
     NEED_NONNEG(lr_warmup_iters);
@@ -669,6 +665,19 @@ void kda_config_finalize(kda_config *c) {
     NEED_NONNEG(weight_decay);
     NEED_NONNEG(clip_grad);
     NEED_POS(adam_eps);
+    NEED_RANGE(hidden_size, 1, 1L << 16, "");
+    NEED_RANGE(num_hidden_layers, 1, 4096, "");
+    NEED_RANGE(num_heads, 1, 4096, "");
+    NEED_RANGE(conv_size, 1, 64, "");
+    NEED_RANGE(intermediate_size, 0, 1L << 20, " (0 = derived from hidden_ratio)");
+    NEED_RANGE(vocab_size, 1, 1L << 24, "");
+    NEED_RANGE(micro_batch_size, 1, 1L << 16, "");
+    NEED_RANGE(global_batch_size, 1, 1L << 24, "");
+    NEED_RANGE(seq_length, 1, 1L << 24, "");
+    NEED_RANGE(kda_chunk_size, 1, 1L << 16, "");
+    NEED_RANGE(num_threads, 0, 1024, " (0 = all cores)");
+    NEED_RANGE(sample_tokens, 0, 1L << 20, "");
+    NEED_RANGE(train_iters, 1, 1L << 40, "");
     if (!(c->adam_beta1 >= 0 && c->adam_beta1 < 1)) kda_die("config: adam_beta1 must be in [0, 1), got %g", c->adam_beta1);
     if (!(c->adam_beta2 >= 0 && c->adam_beta2 < 1)) kda_die("config: adam_beta2 must be in [0, 1), got %g", c->adam_beta2);
 

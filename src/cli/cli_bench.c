@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "model/model.h"
@@ -47,11 +48,10 @@ int cmd_bench(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ||
             !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--peak-tflops")) {
-            if (i + 1 >= argc) kda_die("%s needs a value", argv[i]);
-            i++;
+            kda_cli_value("bench", argc, argv, &i);
             continue;
         }
-        if (argv[i][0] == '-') kda_die("kda bench: unknown option '%s' (see kda bench --help)", argv[i]);
+        if (argv[i][0] == '-') kda_cli_usage_error("bench", "unknown option '%s'", argv[i]);
         path = argv[i];
     }
     if (path) kda_config_load(&cfg, path);
@@ -62,9 +62,9 @@ int cmd_bench(int argc, char **argv) {
             char kv[64];
             snprintf(kv, sizeof kv, "device=%s", v);
             kda_config_set(&cfg, kv);
-        } else if (!strcmp(a, "--steps")) steps = atoi(v);
-        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
-        else if (!strcmp(a, "--peak-tflops")) peak_tflops = atof(v);
+        } else if (!strcmp(a, "--steps")) steps = (int)kda_cli_long("bench", a, v, 1, 1000000);
+        else if (!strcmp(a, "--warmup")) warmup = (int)kda_cli_long("bench", a, v, 0, 1000000);
+        else if (!strcmp(a, "--peak-tflops")) peak_tflops = kda_cli_double("bench", a, v);
         else continue;
         i++;
     }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "text/tokenizer.h"
 
@@ -48,7 +49,7 @@ static void parse_args(int argc, char **argv, int decode, opts *o) {
             usage(stdout, decode);
             exit(0);
         } else if (!strcmp(a, "--tokenizer")) {
-            if (i + 1 >= argc) kda_die("%s: --tokenizer needs a path", cmd);
+            if (i + 1 >= argc) kda_cli_usage_error(cmd + 4, "--tokenizer needs a path");
             o->tokenizer = argv[++i];
         } else if (!decode && !strcmp(a, "--bos")) {
             o->bos = 1;
@@ -57,7 +58,7 @@ static void parse_args(int argc, char **argv, int decode, opts *o) {
         } else if (decode && !strcmp(a, "--skip-special")) {
             o->skip_special = 1;
         } else {
-            kda_die("%s: unknown option '%s' (see %s --help)", cmd, a, cmd);
+            kda_cli_usage_error(cmd + 4, "unknown option '%s'", a);
         }
     }
 }

@@ -12,6 +12,8 @@
 
 #include "train/checkpoint.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "base/run_guard.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "infer/eval.h"
@@ -58,15 +60,6 @@ static void usage(FILE *f) {
             "  --no-progress         no progress lines on stderr\n");
 }
 
-static long parse_long(const char *opt, const char *v, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        kda_die("kda eval: %s wants an integer in [%ld, %ld], got '%s'", opt, lo, hi, v);
-    return x;
-}
-
 static void parse_args(int argc, char **argv, eval_opts *o) {
     *o = (eval_opts){.batch_size = 8, .progress = 1};
     for (int i = 1; i < argc; i++) {
@@ -84,8 +77,11 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
             o->ckpt = a;
             continue;
         }
-        if (i + 1 >= argc) kda_die("kda eval: %s needs a value (see kda eval --help)", a);
-        const char *v = argv[++i];
+        static const char *const with_value[] = {"--tasks", "--data-dir", "--output", "--log-samples", "--data-path",
+                                                 "--tokenizer", "--device", "--limit", "--num-fewshot", "--batch-size",
+                                                 "--max-length", "--seq-length", "--set", NULL};
+        if (!kda_cli_one_of(a, with_value)) kda_cli_usage_error("eval", "unknown option '%s'", a);
+        const char *v = kda_cli_value("eval", argc, argv, &i);
         if (!strcmp(a, "--tasks")) o->tasks = v;
         else if (!strcmp(a, "--data-dir")) o->data_dir = v;
         else if (!strcmp(a, "--output")) o->output = v;
@@ -93,15 +89,15 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--data-path")) o->data_path = v;
         else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(a, "--device")) o->device = v;
-        else if (!strcmp(a, "--limit")) o->limit = parse_long(a, v, 1, 1L << 40);
-        else if (!strcmp(a, "--num-fewshot")) o->num_fewshot = (int)parse_long(a, v, 0, 1000);
-        else if (!strcmp(a, "--batch-size")) o->batch_size = (int)parse_long(a, v, 1, 1 << 16);
-        else if (!strcmp(a, "--max-length")) o->max_length = (int)parse_long(a, v, 2, 1 << 24);
-        else if (!strcmp(a, "--seq-length")) o->seq_length = (int)parse_long(a, v, 1, 1 << 24);
+        else if (!strcmp(a, "--limit")) o->limit = kda_cli_long("eval", a, v, 1, 1L << 40);
+        else if (!strcmp(a, "--num-fewshot")) o->num_fewshot = (int)kda_cli_long("eval", a, v, 0, 1000);
+        else if (!strcmp(a, "--batch-size")) o->batch_size = (int)kda_cli_long("eval", a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--max-length")) o->max_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
+        else if (!strcmp(a, "--seq-length")) o->seq_length = (int)kda_cli_long("eval", a, v, 1, 1 << 24);
         else if (!strcmp(a, "--set")) {
             if (o->n_sets == MAX_SETS) kda_die("kda eval: more than %d --set options", MAX_SETS);
             o->sets[o->n_sets++] = v;
-        } else kda_die("kda eval: unknown option '%s' (see kda eval --help)", a);
+        }
     }
     if (!o->ckpt) kda_die("kda eval: no checkpoint: give a checkpoint directory (or a save directory with 'latest')");
     if (!o->tasks) kda_die("kda eval: no tasks: give --tasks, e.g. --tasks arc_easy,hellaswag,mmlu (see kda eval --help)");
@@ -156,6 +152,8 @@ static void load_config(const eval_opts *o, kda_config *cfg, char **dir) {
 int cmd_eval(int argc, char **argv) {
     eval_opts o;
     parse_args(argc, argv, &o);
+    if (o.output) kda_guard_file("--output", o.output); // checked now, not after the evaluation (run_guard.h)
+    if (o.samples) kda_guard_file("--log-samples", o.samples);
     double t_start = kda_now();
     int want_val;
     char *task_list = split_val_loss(o.tasks, &want_val);

@@ -10,6 +10,7 @@
 
 #include "train/checkpoint.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "train/hf_interop.h"
@@ -57,33 +58,39 @@ static void rm_dir_files(void *arg) {
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *src = NULL, *out = NULL;
+    const char *src = NULL, *out = NULL, *tok_override = NULL;
     int bf16 = 1, force = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: kda export CHECKPOINT OUT_DIR [--dtype bf16|fp32] [--force]\n"
+            printf("usage: kda export CHECKPOINT OUT_DIR [--dtype bf16|fp32] [--force] [--tokenizer PATH]\n"
                    "Writes an FLA KDAForCausalLM folder (config.json, model.safetensors, generation_config.json,\n"
                    "tokenizer files) that transformers + FLA load with AutoModelForCausalLM.from_pretrained.\n"
-                   "CHECKPOINT is a checkpoint directory or a save directory (its 'latest' is used).\n");
+                   "CHECKPOINT is a checkpoint directory or a save directory (its 'latest' is used).\n"
+                   "  --dtype bf16|fp32   weight type of model.safetensors (default bf16)\n"
+                   "  --force             replace an existing OUT_DIR\n"
+                   "  --tokenizer PATH    tokenizer.json to include instead of the checkpoint's tokenizer_model\n"
+                   "A tokenizer the checkpoint names but that cannot be read is an error, never left out.\n");
             return 0;
         } else if (!strcmp(argv[i], "--dtype")) {
-            if (++i >= argc) kda_die("--dtype needs bf16 or fp32");
+            if (++i >= argc) kda_cli_usage_error("export", "--dtype needs bf16 or fp32");
             if (!strcmp(argv[i], "bf16")) bf16 = 1;
             else if (!strcmp(argv[i], "fp32")) bf16 = 0;
             else kda_die("--dtype '%s': use bf16 or fp32", argv[i]);
         } else if (!strcmp(argv[i], "--force")) {
             force = 1;
+        } else if (!strcmp(argv[i], "--tokenizer")) {
+            tok_override = kda_cli_value("export", argc, argv, &i);
         } else if (argv[i][0] == '-') {
-            kda_die("kda export: unknown option '%s' (see kda export --help)", argv[i]);
+            kda_cli_usage_error("export", "unknown option '%s'", argv[i]);
         } else if (!src) {
             src = argv[i];
         } else if (!out) {
             out = argv[i];
         } else {
-            kda_die("kda export takes CHECKPOINT and OUT_DIR; unexpected '%s'", argv[i]);
+            kda_cli_usage_error("export", "takes CHECKPOINT and OUT_DIR; unexpected '%s'", argv[i]);
         }
     }
-    if (!src || !out) kda_die("usage: kda export CHECKPOINT OUT_DIR [--dtype bf16|fp32]");
+    if (!src || !out) kda_cli_usage_error("export", "needs CHECKPOINT and OUT_DIR");
     char *ck = kda_ckpt_resolve(src);
     if (!ck) kda_die("'%s' holds no checkpoint", src);
     kda_config cfg;
@@ -91,6 +98,10 @@ int cmd_export(int argc, char **argv) {
     char path[KDA_PATH_MAX * 2];
     kda_path(path, sizeof path, "%s/config.yaml", ck);
     kda_config_load(&cfg, path);
+    if (tok_override) {
+        snprintf(cfg.tokenizer_model, sizeof cfg.tokenizer_model, "%s", tok_override);
+        snprintf(cfg.tokenizer_type, sizeof cfg.tokenizer_type, "HuggingFaceTokenizer");
+    }
     kda_config_finalize(&cfg);
     kda_model *m = kda_model_create(&cfg, kda_ops_cpu(), 1, 1);
     kda_ckpt_load(m, ck, 0, NULL, 0);
@@ -105,13 +116,16 @@ int cmd_export(int argc, char **argv) {
     kda_hf_write_weights(m, tmp, bf16);
     kda_path(path, sizeof path, "%s/generation_config.json", tmp);
     FILE *g = kda_fopen(path, "w");
-    fprintf(g, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", cfg.bos_token_id, cfg.eos_token_id);
-    if (cfg.bos_token_id < 0 || cfg.eos_token_id < 0) {
-        fclose(g);
-        unlink(path);
-    } else {
-        fclose(g);
-    }
+    // always written, as --help says; an unset id is null (transformers reads null as none)
+    char bos[16] = "null", eos[16] = "null";
+    if (cfg.bos_token_id >= 0) snprintf(bos, sizeof bos, "%d", cfg.bos_token_id);
+    if (cfg.eos_token_id >= 0) snprintf(eos, sizeof eos, "%d", cfg.eos_token_id);
+    fprintf(g, "{\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s\n}\n", bos, eos);
+    if (fclose(g) != 0) kda_die("cannot write '%s': %s", path, strerror(errno));
+    if (cfg.tokenizer_model[0] && strcmp(cfg.tokenizer_type, "byte") && access(cfg.tokenizer_model, R_OK) != 0)
+        kda_die("kda export: the checkpoint's tokenizer_model '%s' is not readable from here (%s); pass --tokenizer "
+                "PATH so that the export includes the tokenizer",
+                cfg.tokenizer_model, strerror(errno));
     int ntok = cfg.tokenizer_model[0] ? copy_tokenizer_files(cfg.tokenizer_model, tmp) : 0;
     if (stat(out, &st) == 0) { // --force: move the old folder aside, then replace
         char old[KDA_PATH_MAX * 2 + 16];
@@ -149,12 +163,12 @@ int cmd_import(int argc, char **argv) {
                    "Model keys come from config.json; --config / --set supply the training keys stored with it.\n");
             return 0;
         } else if (!strcmp(argv[i], "--config")) {
-            if (++i >= argc) kda_die("--config needs a YAML file");
+            if (++i >= argc) kda_cli_usage_error("import", "--config needs a YAML file");
             yaml = argv[i];
         } else if (!strcmp(argv[i], "--set")) {
-            if (++i >= argc) kda_die("--set needs key=value");
+            if (++i >= argc) kda_cli_usage_error("import", "--set needs key=value");
         } else if (argv[i][0] == '-') {
-            kda_die("kda import: unknown option '%s' (see kda import --help)", argv[i]);
+            kda_cli_usage_error("import", "unknown option '%s'", argv[i]);
         } else if (!src) {
             src = argv[i];
         } else if (!out) {

@@ -12,6 +12,7 @@
 
 #include "train/checkpoint.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "infer/generate.h"
@@ -67,23 +68,6 @@ static void usage(FILE *f) {
             KDA_GEN_BLOCK);
 }
 
-static long parse_long(const char *opt, const char *v, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        kda_die("kda generate: %s wants an integer in [%ld, %ld], got '%s'", opt, lo, hi, v);
-    return x;
-}
-
-static float parse_float(const char *opt, const char *v) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end) kda_die("kda generate: %s wants a number, got '%s'", opt, v);
-    return (float)x;
-}
-
 static void parse_args(int argc, char **argv, gen_opts *o) {
     *o = (gen_opts){.echo = 1, .max_new = 128};
     o->samp = (kda_sampling){.temperature = 0, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
@@ -111,8 +95,11 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
             o->ckpt = a;
             continue;
         }
-        if (i + 1 >= argc) kda_die("kda generate: %s needs a value (see kda generate --help)", a);
-        const char *v = argv[++i];
+        static const char *const with_value[] = {"--prompt", "--prompt-file", "--config", "--tokenizer", "--device",
+                                                 "--set", "--init-seed", "--seed", "--max-new-tokens", "--temperature",
+                                                 "--top-k", "--top-p", "--repetition-penalty", NULL};
+        if (!kda_cli_one_of(a, with_value)) kda_cli_usage_error("generate", "unknown option '%s'", a);
+        const char *v = kda_cli_value("generate", argc, argv, &i);
         if (!strcmp(a, "--prompt")) o->prompts[o->n_prompts++] = v;
         else if (!strcmp(a, "--prompt-file")) o->prompt_file = v;
         else if (!strcmp(a, "--config")) o->config = v;
@@ -122,17 +109,16 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
             if (o->n_sets == MAX_SETS) kda_die("kda generate: more than %d --set options", MAX_SETS);
             o->sets[o->n_sets++] = v;
         } else if (!strcmp(a, "--init-seed")) {
-            o->init_seed = parse_long(a, v, 0, 0x7fffffffffffffffL);
+            o->init_seed = kda_cli_long("generate", a, v, 0, 0x7fffffffffffffffL);
             o->have_init_seed = 1;
         } else if (!strcmp(a, "--seed")) {
-            o->seed = (unsigned long long)parse_long(a, v, 0, 0x7fffffffffffffffL);
+            o->seed = (unsigned long long)kda_cli_long("generate", a, v, 0, 0x7fffffffffffffffL);
             o->have_seed = 1;
-        } else if (!strcmp(a, "--max-new-tokens")) o->max_new = parse_long(a, v, 0, 1L << 30);
-        else if (!strcmp(a, "--temperature")) o->samp.temperature = parse_float(a, v);
-        else if (!strcmp(a, "--top-k")) o->samp.top_k = (int)parse_long(a, v, 0, 1L << 30);
-        else if (!strcmp(a, "--top-p")) o->samp.top_p = parse_float(a, v);
-        else if (!strcmp(a, "--repetition-penalty")) o->samp.repetition_penalty = parse_float(a, v);
-        else kda_die("kda generate: unknown option '%s' (see kda generate --help)", a);
+        } else if (!strcmp(a, "--max-new-tokens")) o->max_new = kda_cli_long("generate", a, v, 0, 1L << 30);
+        else if (!strcmp(a, "--temperature")) o->samp.temperature = (float)kda_cli_double("generate", a, v);
+        else if (!strcmp(a, "--top-k")) o->samp.top_k = (int)kda_cli_long("generate", a, v, 0, 1L << 30);
+        else if (!strcmp(a, "--top-p")) o->samp.top_p = (float)kda_cli_double("generate", a, v);
+        else if (!strcmp(a, "--repetition-penalty")) o->samp.repetition_penalty = (float)kda_cli_double("generate", a, v);
     }
     if (o->ckpt && o->have_init_seed)
         kda_die("kda generate: give either a checkpoint ('%s') or --init-seed, not both", o->ckpt);

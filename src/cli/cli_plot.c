@@ -5,6 +5,7 @@
 
 #include "base/common.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "train/plot.h"
 
 static void plot_usage(FILE *f) {
@@ -29,8 +30,7 @@ int cmd_plot(int argc, char **argv) {
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--title")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "kda: error: kda plot: %s needs a value\n", a);
-                return 2;
+                kda_cli_usage_error("plot", "%s needs a value", a);
             }
             if (!strcmp(a, "--title")) title = argv[++i];
             else out = argv[++i];
@@ -39,8 +39,7 @@ int cmd_plot(int argc, char **argv) {
         } else if (!strncmp(a, "--title=", 8)) {
             title = a + 8;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "kda: error: kda plot: unknown option '%s' (see kda plot --help)\n", a);
-            return 2;
+            kda_cli_usage_error("plot", "unknown option '%s'", a);
         } else {
             if (n == 16) {
                 fprintf(stderr, "kda: error: kda plot: at most 16 metrics files\n");

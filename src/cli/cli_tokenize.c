@@ -10,9 +10,11 @@
 // the next batch; results are written in input order, so the output is byte-identical
 // whatever the thread count. Progress on stderr at most 4 times a second (a line every 10 s
 // when stderr is not a terminal). SIGINT / SIGTERM / errors remove the temporary output at
-// once: no <prefix>.bin/.idx appears unless the run completes (a SIGKILL leaves only
-// <prefix>.bin.tmp.<pid>).
+// once: no <prefix>.bin/.idx appears unless the run completes (a SIGKILL leaves
+// <prefix>.{bin,idx}.tmp.<pid>, which the next run on the prefix removes). Existing outputs are
+// overwritten only with --force.
 #include <errno.h>
+#include <glob.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +24,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "base/run_guard.h"
 #include "base/common.h"
 #include "text/doc_source.h"
 #include "data/indexed_dataset.h"
@@ -41,6 +45,7 @@ typedef struct {
     int special_as_text;
     int threads;
     int quiet;
+    int force;
 } opts;
 
 static void usage(FILE *f) {
@@ -75,19 +80,56 @@ static void usage(FILE *f) {
             "                      become their ids, as in Hugging Face tokenizers)\n"
             "run:\n"
             "  --threads N         encoding threads (default: all cores); the output does not depend on it\n"
-            "  --quiet             no progress lines\n");
+            "  --quiet             no progress lines\n"
+            "  --force             overwrite an existing PREFIX.bin / PREFIX.idx (refused without it, also\n"
+            "                      when an input is one of them)\n"
+            "Temporary files of a killed run (PREFIX.bin.tmp.PID, PREFIX.idx.tmp.PID) are removed by the next\n"
+            "run on the same PREFIX once their process is gone.\n");
 }
 
 static const char *need(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) kda_die("kda tokenize: %s needs a value (see kda tokenize --help)", argv[*i]);
-    return argv[++*i];
+    return kda_cli_value("tokenize", argc, argv, i);
 }
 
-static long parse_long(const char *flag, const char *v, long lo, long hi) {
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) kda_die("kda tokenize: %s '%s' must be a whole number in [%ld, %ld]", flag, v, lo, hi);
-    return x;
+// Outputs exist: refused without --force, naming the file (an input given as output included).
+static void check_outputs(const opts *o) {
+    static const char *const ext[] = {".bin", ".idx"};
+    char bin[4200];
+    snprintf(bin, sizeof bin, "%s.bin", o->prefix);
+    kda_guard_file("--output-prefix", bin); // its folder exists or is made, and is writable (run_guard.h)
+    for (int k = 0; k < 2; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s", o->prefix, ext[k]);
+        struct stat st;
+        if (stat(path, &st) != 0 || o->force) continue;
+        for (int i = 0; i < o->n_inputs; i++) {
+            struct stat si;
+            if (stat(o->inputs[i], &si) == 0 && si.st_dev == st.st_dev && si.st_ino == st.st_ino)
+                kda_die("kda tokenize: the output '%s' is also an input; choose another --output-prefix", path);
+        }
+        kda_die("kda tokenize: '%s' exists; pass --force to overwrite it, or choose another --output-prefix", path);
+    }
+}
+
+// Temporary outputs of a killed run (PREFIX.{bin,idx}.tmp.PID whose process is gone) are removed.
+static void remove_stale_tmp(const char *prefix, int quiet) {
+    static const char *const ext[] = {".bin.tmp.", ".idx.tmp."};
+    for (int k = 0; k < 2; k++) {
+        char pat[4200];
+        snprintf(pat, sizeof pat, "%s%s*", prefix, ext[k]);
+        glob_t g;
+        if (glob(pat, 0, NULL, &g) != 0) continue;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            const char *pid_s = g.gl_pathv[i] + strlen(prefix) + strlen(ext[k]);
+            char *end;
+            long pid = strtol(pid_s, &end, 10);
+            if (end == pid_s || *end || pid <= 0) continue;
+            if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; // its process still runs
+            if (unlink(g.gl_pathv[i]) == 0 && !quiet)
+                fprintf(stderr, "kda tokenize: removed '%s', left by a run that was killed\n", g.gl_pathv[i]);
+        }
+        globfree(&g);
+    }
 }
 
 static void parse_args(int argc, char **argv, opts *o) {
@@ -133,15 +175,17 @@ static void parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--no-append-eod")) {
             o->append_eod = 0;
         } else if (!strcmp(a, "--eod")) {
-            o->eod = parse_long("--eod", need(argc, argv, &i), 0, 0x7fffffffL);
+            o->eod = kda_cli_long("tokenize", "--eod", need(argc, argv, &i), 0, 0x7fffffffL);
         } else if (!strcmp(a, "--special-as-text")) {
             o->special_as_text = 1;
         } else if (!strcmp(a, "--threads")) {
-            o->threads = (int)parse_long("--threads", need(argc, argv, &i), 1, 4096);
+            o->threads = (int)kda_cli_long("tokenize", "--threads", need(argc, argv, &i), 1, 1024);
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+        } else if (!strcmp(a, "--force")) {
+            o->force = 1;
         } else if (a[0] == '-' && a[1]) {
-            kda_die("kda tokenize: unknown option '%s' (see kda tokenize --help)", a);
+            kda_cli_usage_error("tokenize", "unknown option '%s'", a);
         } else {
             o->inputs[o->n_inputs++] = a;
         }
@@ -363,6 +407,7 @@ static void make_parent_dirs(const char *prefix) {
 int cmd_tokenize(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, &o);
+    check_outputs(&o);
     make_parent_dirs(o.prefix);
     encoder e = {0};
     int64_t vocab;
@@ -404,6 +449,7 @@ int cmd_tokenize(int argc, char **argv) {
     for (int t = 0; t < threads && tok; t++) ctx[t] = kda_tok_ctx_new(tok);
     json_scratch *js = kda_calloc((size_t)threads, sizeof *js);
 
+    remove_stale_tmp(o.prefix, o.quiet);
     kda_indexed_writer *w = kda_indexed_writer_open(o.prefix, dtype);
     snprintf(tmp_bin, sizeof tmp_bin, "%s", kda_indexed_writer_tmp_path(w, 0));
     snprintf(tmp_idx, sizeof tmp_idx, "%s", kda_indexed_writer_tmp_path(w, 1));

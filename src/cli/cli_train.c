@@ -9,13 +9,16 @@
 #include <unistd.h>
 
 #include "train/checkpoint.h"
+#include "base/run_guard.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "data/data.h"
 #include "comm/dist.h"
 #include "train/dist_optim.h"
 #include "model/model.h"
+#include "model/mem_plan.h"
 #include "model/optim.h"
 #include "infer/sample.h"
 
@@ -75,9 +78,7 @@ int cmd_train(int argc, char **argv) {
             continue;
         }
         if (argv[i][0] == '-') {
-            fprintf(stderr, "kda train: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+            kda_cli_usage_error("train", "unknown option '%s'", argv[i]);
         }
         if (path) kda_die("kda train takes one config file; got '%s' and '%s'", path, argv[i]);
         path = argv[i];
@@ -85,7 +86,7 @@ int cmd_train(int argc, char **argv) {
     if (path) kda_config_load(&cfg, path);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device")) {
-            if (i + 1 >= argc) kda_die("%s needs a value", argv[i]);
+            if (i + 1 >= argc) kda_cli_usage_error("train", "%s needs a value", argv[i]);
             if (!strcmp(argv[i], "--set")) {
                 kda_config_set(&cfg, argv[i + 1]);
             } else {
@@ -115,6 +116,13 @@ int cmd_train(int argc, char **argv) {
         if (!freopen("/dev/null", "w", stdout)) kda_die("cannot silence stdout on rank %d", dist->rank);
         cfg.metrics_file[0] = 0;
         cfg.sample_tokens = 0;
+    }
+    if (lead && cfg.save[0]) kda_guard_dir("save", cfg.save); // outputs checked before anything large (run_guard.h)
+    if (lead && cfg.save[0] && !dry) kda_guard_lock("save", cfg.save);
+    if (lead && cfg.metrics_file[0]) kda_guard_file("metrics_file", cfg.metrics_file);
+    if (!strcmp(ops->name, "cpu")) { // the parameter state must fit before it is allocated (mem_plan.h)
+        kda_mem_plan mp = kda_mem_plan_compute(&cfg, ops->w_bytes);
+        kda_mem_plan_check_host(&cfg, &mp);
     }
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
@@ -178,6 +186,10 @@ int cmd_train(int argc, char **argv) {
                         dist->rank, st.iteration, (unsigned long long)st.consumed_samples, cfg.load);
         }
     }
+    if (st.iteration >= cfg.train_iters)
+        printf("kda train: nothing to do: the checkpoint is at iteration %ld and train_iters is %ld; raise train_iters "
+               "to train further\n",
+               st.iteration, cfg.train_iters);
     if (dry) {
         kda_dist_optim_free(dopt);
         kda_comm_free(comm);
@@ -223,10 +235,22 @@ int cmd_train(int argc, char **argv) {
         } else {
             info = kda_optim_step(m, lr, st.optim_steps + 1);
         }
-        if (!isfinite(loss) || info.nonfinite)
-            kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; "
-                    "the last saved checkpoint is intact",
-                    it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr);
+        if (!isfinite(loss) || info.nonfinite) {
+            char last[KDA_PATH_MAX * 2 + 160] = "no checkpoint was saved or loaded by this run";
+            {
+                char *dir = cfg.save[0] ? kda_ckpt_resolve(cfg.save) : NULL;
+                if (!dir && cfg.load[0]) dir = kda_ckpt_resolve(cfg.load);
+                if (dir) {
+                    int fin = kda_ckpt_weights_finite(dir);
+                    snprintf(last, sizeof last, "the last checkpoint is %s, %s", dir,
+                             fin == 1 ? "its weights are finite" : fin == 0 ? "its weights are NOT finite: use an earlier one"
+                                                                            : "not known to be finite (older format)");
+                    free(dir);
+                }
+            }
+            kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; %s",
+                    it + 1, info.nonfinite ? "a gradient" : "the loss", loss, lr, last);
+        }
         stop = dist->world > 1 ? comm->sum_f64(comm, stop_requested ? 1.0 : 0.0) > 0 : stop_requested != 0;
         st.optim_steps++;
         st.iteration = it + 1;
@@ -261,7 +285,9 @@ int cmd_train(int argc, char **argv) {
         kda_ckpt_save(m, &st, cfg.save);
         printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
     }
-    if (stop) printf("kda train: stopped by signal %d after iteration %ld\n", stop_requested ? (int)stop_requested : SIGTERM, it);
+    if (stop)
+        printf("kda train: stopped by signal %d after iteration %ld%s\n", stop_requested ? (int)stop_requested : SIGTERM, it,
+               cfg.save[0] ? "" : "; no checkpoint written (save is not set)");
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
     if (metrics) fclose(metrics);
     free(sample);

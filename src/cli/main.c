@@ -6,6 +6,7 @@
 
 #include "base/version.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 
 // OpenBLAS's own (not in every cblas.h: Debian's netlib alternative lacks it); we link -lopenblas.
 char *openblas_get_corename(void);
@@ -34,7 +35,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kda <command> [options]\n\ncommands:\n");
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "  %-9s %s\n", "help", "this list");
+    fprintf(f, "  %-9s %s\n", "help", "this list; 'kda help CMD' describes a command's options");
     fprintf(f, "  %-9s %s\n", "version", "release, git commit and CUDA architectures of this build (also --version)");
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
 }
@@ -61,6 +62,7 @@ static void fix_openblas_kernels(char **argv) {
 
 int main(int argc, char **argv) {
     fix_openblas_kernels(argv);
+    argv = kda_cli_split_eq(&argc, argv); // --key=value as --key value, for every command
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -71,13 +73,20 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
-        usage(stdout);
-        return 0;
+        if (argc < 3) {
+            usage(stdout);
+            return 0;
+        }
+        char *help_argv[] = {argv[2], "--help", NULL}; // kda help CMD = kda CMD --help
+        for (int i = 0; i < N_COMMANDS; i++)
+            if (!strcmp(argv[2], commands[i].name) && commands[i].fn) return commands[i].fn(2, help_argv);
+        fprintf(stderr, "kda: error: unknown command '%s'; 'kda help' lists the commands\n", argv[2]);
+        return 2;
     }
     for (int i = 0; i < N_COMMANDS; i++) {
         if (strcmp(name, commands[i].name)) continue;
         return commands[i].fn(argc - 1, argv + 1);
     }
-    fprintf(stderr, "kda: unknown command '%s'; 'kda help' lists the commands\n", name);
+    fprintf(stderr, "kda: error: unknown command '%s'; 'kda help' lists the commands\n", name);
     return 2;
 }

@@ -3,15 +3,18 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "comm/dist.h"
 #include "train/dist_optim.h"
@@ -124,6 +127,48 @@ static void read_params(const kda_model *m, float *host, const char *path, const
 
 // ---- save ---------------------------------------------------------------------------------
 
+// CRC-32 (zlib) of a whole file: written to state.json at save, compared at load, so that a
+// flipped byte in the weights or moments is an error naming the file, not a silently wrong model.
+static unsigned long file_crc32(const char *path) {
+    FILE *f = kda_fopen(path, "rb");
+    unsigned char *buf = kda_malloc(1 << 20);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    size_t n;
+    while ((n = fread(buf, 1, 1 << 20, f)) > 0) crc = crc32(crc, buf, (uInt)n);
+    if (ferror(f)) kda_die("cannot read '%s': %s", path, strerror(errno));
+    fclose(f);
+    free(buf);
+    return (unsigned long)crc;
+}
+
+static void record_crc(json_t *sums, const char *path) {
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08lx", file_crc32(path));
+    const char *base = strrchr(path, '/');
+    json_object_set_new(sums, base ? base + 1 : path, json_string(hex));
+}
+
+// Verifies FILE of checkpoint DIR against state.json's "crc32" (absent in checkpoints written
+// before it: a warning, once per process, that nothing is verified).
+static void verify_crc(const json_t *sums, const char *dir, const char *path) {
+    static int warned;
+    if (!sums) {
+        if (!warned++)
+            fprintf(stderr, "kda: warning: checkpoint '%s' has no checksums (written by an older kda); its files are "
+                            "not verified\n", dir);
+        return;
+    }
+    const char *base = strrchr(path, '/');
+    const char *want = json_string_value(json_object_get(sums, base ? base + 1 : path));
+    if (!want) kda_die("checkpoint '%s': state.json has no checksum for '%s'; the checkpoint is incomplete", dir, path);
+    char got[16];
+    snprintf(got, sizeof got, "%08lx", file_crc32(path));
+    if (strcmp(got, want))
+        kda_die("checkpoint file '%s' is corrupt: its CRC-32 is %s, state.json recorded %s when it was saved; use an "
+                "earlier checkpoint",
+                path, got, want);
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 // list "iter_XXXXXXX" entries (complete checkpoints), sorted ascending; stale temporaries removed
@@ -177,16 +222,22 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
     mkdir_p(tmp);
     kda_on_die(rm_rf_hook, tmp);
 
+    json_t *sums = json_object();
     kda_pbuf_get(m, KDA_PBUF_MASTER, host);
+    int finite = 1;
+    for (size_t i = 0; i < m->n_alloc && finite; i++) finite = isfinite(host[i]);
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     write_params(m, host, path, "");
+    record_crc(sums, path);
     if (has_optim) {
         snprintf(path, sizeof path, "%s/optim.exp_avg.safetensors", tmp);
         kda_pbuf_get(m, KDA_PBUF_EXP_AVG, host);
         write_params(m, host, path, "");
+        record_crc(sums, path);
         snprintf(path, sizeof path, "%s/optim.exp_avg_sq.safetensors", tmp);
         kda_pbuf_get(m, KDA_PBUF_EXP_AVG_SQ, host);
         write_params(m, host, path, "");
+        record_crc(sums, path);
     }
     free(host);
 
@@ -203,6 +254,8 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
     }
     json_object_set_new(js, "rng", rng);
     json_object_set_new(js, "has_optimizer", json_boolean(has_optim));
+    json_object_set_new(js, "weights_finite", json_boolean(finite));
+    json_object_set_new(js, "crc32", sums);
     char *text = json_dumps(js, JSON_INDENT(2));
     json_decref(js);
     write_text_atomic(tmp, "state.json", text);
@@ -210,7 +263,16 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
 
     snprintf(path, sizeof path, "%s/config.yaml", tmp);
     FILE *f = kda_fopen(path, "w");
-    kda_config_write_yaml(&m->cfg, f);
+    // a relative tokenizer_model is made absolute, so that generate / export / eval find the
+    // tokenizer from any folder, not only from the one training ran in
+    kda_config *cc = kda_malloc(sizeof *cc);
+    *cc = m->cfg;
+    char absolute[PATH_MAX];
+    if (cc->tokenizer_model[0] && cc->tokenizer_model[0] != '/' && realpath(cc->tokenizer_model, absolute) &&
+        strlen(absolute) < sizeof cc->tokenizer_model)
+        memcpy(cc->tokenizer_model, absolute, strlen(absolute) + 1); // fits: checked above
+    kda_config_write_yaml(cc, f);
+    free(cc);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) kda_die("cannot write '%s': %s", path, strerror(errno));
     fclose(f);
     fsync_path(tmp, 1);
@@ -302,18 +364,22 @@ void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_stat
         !json_is_integer(cs) || !json_is_array(rng) || json_array_size(rng) != 4)
         kda_die("checkpoint state '%s' is malformed or of an unknown format version", path);
     int has_optim = json_is_true(json_object_get(js, "has_optimizer"));
+    const json_t *sums = json_object_get(js, "crc32");
 
     // every rank reads the whole files (rank-count independent) and keeps what it holds
     float *host = kda_calloc(m->n_alloc, sizeof(float));
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    verify_crc(sums, dir, path);
     read_params(m, host, path, "");
     kda_pbuf_put(m, KDA_PBUF_MASTER, host);
     if (load_optim) {
         if (!has_optim) kda_die("checkpoint '%s' has no optimizer state; set no_load_optim: true", dir);
         snprintf(path, sizeof path, "%s/optim.exp_avg.safetensors", dir);
+        verify_crc(sums, dir, path);
         read_params(m, host, path, "");
         kda_pbuf_put(m, KDA_PBUF_EXP_AVG, host);
         snprintf(path, sizeof path, "%s/optim.exp_avg_sq.safetensors", dir);
+        verify_crc(sums, dir, path);
         read_params(m, host, path, "");
         kda_pbuf_put(m, KDA_PBUF_EXP_AVG_SQ, host);
     }
@@ -331,4 +397,15 @@ void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_stat
             }
     }
     json_decref(js);
+}
+
+int kda_ckpt_weights_finite(const char *dir) {
+    char path[KDA_PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    json_t *js = json_load_file(path, 0, NULL);
+    if (!js) return -1;
+    json_t *v = json_object_get(js, "weights_finite");
+    int r = json_is_boolean(v) ? json_is_true(v) : -1;
+    json_decref(js);
+    return r;
 }

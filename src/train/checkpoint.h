@@ -3,7 +3,8 @@
 // Layout of a save directory (config key `save`):
 //   <save>/iter_0000100/model.safetensors   fp32 master weights under FLA's names (§5.3)
 //   <save>/iter_0000100/optim.safetensors   AdamW moments: "<name>.exp_avg", "<name>.exp_avg_sq"
-//   <save>/iter_0000100/state.json          iteration, optimizer step, consumed samples, RNG, format version
+//   <save>/iter_0000100/state.json          iteration, optimizer step, consumed samples, RNG, format version,
+//                                          CRC-32 of each tensor file (verified at load), weights_finite
 //   <save>/iter_0000100/config.yaml         the run's configuration
 //   <save>/latest                           the name of the newest complete checkpoint
 // Promises: a checkpoint directory appears under its final name only when complete (it is
@@ -42,5 +43,8 @@ char *kda_ckpt_load_config(const char *ckpt, kda_config *cfg, const char *who);
 
 // Load weights (always), optimizer moments (if load_optim) and train state (if st != NULL).
 void kda_ckpt_load(kda_model *m, const char *ckpt_dir, int load_optim, kda_train_state *st, int load_rng);
+// Whether checkpoint DIR's weights were all finite when saved (state.json "weights_finite"):
+// 1 yes, 0 no, -1 unknown (older checkpoint or unreadable state).
+int kda_ckpt_weights_finite(const char *dir);
 
 #endif

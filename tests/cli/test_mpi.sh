@@ -3,7 +3,7 @@
 # the ranks and all-reduces gradients; its losses equal one process with the same global
 # batch to fp32 rounding (the gradient sum order differs).
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 args=(train configs/tiny-bytes.yaml --device cpu --set train_iters=12 --set log_interval=1 --set sample_tokens=0
       --set global_batch_size=16 --set micro_batch_size=4 --set num_threads=1 --set lr_warmup_iters=2)

@@ -8,7 +8,7 @@
 #  - one rank dying alone (bad data path on rank 1 only) ends the whole job instead of hanging;
 #  - ranks that load different checkpoints are stopped before training.
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 0; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 CFG=${KDA_BYTE_CONFIG:-configs/tiny-bytes.yaml}; [ -f "$CFG" ] || CFG=configs/tiny.yaml
 args=(train "$CFG" --device cpu --set log_interval=1 --set sample_tokens=0 --set global_batch_size=16

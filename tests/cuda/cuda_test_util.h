@@ -1,7 +1,7 @@
 // cuda_test_util.h — helpers shared by the CUDA device tests: the two backends, seeded random
 // host data, bf16 upload/download through the op table, NaN-poisoned outputs.
 // A device test calls cu_test_start(); without a usable GPU it prints "SKIP: no CUDA device"
-// and exits 0 (CI has no GPU).
+// and exits 77, which tests/run.sh counts as skipped, not passed (CI has no GPU).
 #ifndef KDA_CUDA_TEST_UTIL_H
 #define KDA_CUDA_TEST_UTIL_H
 #include <math.h>
@@ -19,13 +19,13 @@ static kda_rng RNG;
 static inline void cu_test_start(const char *name) {
     if (getenv("KDA_SAN")) { // tests/run.sh's ASan pass: ASan's shadow memory and the CUDA driver clash
         printf("SKIP: no CUDA device under ASan (KDA_SAN set): %s not run\n", name);
-        exit(0);
+        exit(KDA_TEST_SKIP);
     }
     const char *why = NULL;
     CU = kda_ops_cuda(&why);
     if (!CU) {
         printf("SKIP: no CUDA device (%s): %s not run\n", why ? why : "?", name);
-        exit(0);
+        exit(KDA_TEST_SKIP);
     }
     CPU = kda_ops_cpu();
     kda_rng_seed(&RNG, t_seed());

@@ -14,7 +14,7 @@
 //      argmax equals the CPU's wherever the CPU's top-2 margin exceeds 0.1 x the rms logit
 //      (bf16 noise is ~1e-2 of it), and the GPU decoder agrees with the GPU's own full-sequence forward
 //      (recurrent kernel vs chunked kernels: 3e-2).
-// Without a GPU it prints "SKIP: no CUDA device" and exits 0.
+// Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include "cuda/kda_inputs.h"
 #include "infer/generate.h"
 #include "model/model.h"

@@ -9,7 +9,7 @@
 // heads (K=32, V=64), partial last chunks, K=V=128 and odd sizes (16-byte and element-wise
 // operand loads), chunks 32 and 40. Outputs are
 // NaN-poisoned; dA_log/ddt_bias accumulate onto random values; a second backward must give
-// the same bits. Without a GPU it prints "SKIP: no CUDA device" and exits 0.
+// the same bits. Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include "cuda/kda_inputs.h"
 
 static void run_case(int B, int T, int H, int K, int V, int chunk) {

@@ -3,7 +3,7 @@
 // bf16-rounded inputs the GPU sees; GPU outputs are poisoned with NaN before each op, so an
 // unwritten element fails. Tolerances: bf16 outputs 5e-3..1e-2 (one rounding, ~2^-9);
 // fp32 gradients computed from bf16 operands with fp32 accumulation 1e-4.
-// Without a GPU it prints "SKIP: no CUDA device" and exits 0.
+// Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include <unistd.h>
 
 #include "cuda/cuda_test_util.h"

@@ -9,7 +9,7 @@
 //    against the CPU path's updated weights (the whole step: ||w_cuda − w_cpu|| / ||w_cpu||), with
 //    the share of elements whose update has the CPU update's sign printed (Adam's first step is
 //    ≈ lr·sign(g), so elements whose gradient is within bf16 noise of 0 may flip).
-// Without a GPU it prints SKIP and exits 0.
+// Without a GPU it prints SKIP and exits 77 (skipped).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
