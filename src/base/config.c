@@ -115,6 +115,7 @@ static const key_def KEYS[] = {
     KP(recompute_modules, n_recompute_modules, SEC_TRAIN),
     KI(kda_chunk_size, SEC_KDA),
     KS(metrics_file, SEC_KDA),
+    KS(tensorboard_dir, SEC_KDA),
     KI(num_threads, SEC_KDA),
     KI(sample_tokens, SEC_KDA),
     KS(sample_prompt, SEC_KDA),

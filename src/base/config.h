@@ -84,6 +84,7 @@ typedef struct {
     char recompute_modules[KDA_MAX_PATHS][16];
     int n_recompute_modules;
     char metrics_file[KDA_PATH_MAX];        // JSON lines ("" = <save>/metrics.jsonl or none)
+    char tensorboard_dir[KDA_PATH_MAX];     // Megatron's key: TensorBoard event files there ("" = none)
     int num_threads;                        // 0 = all cores (OpenMP)
     int sample_tokens;                      // tokens generated at the end of training (0 = none)
     char sample_prompt[256];

@@ -21,6 +21,7 @@
 #include "model/mem_plan.h"
 #include "model/optim.h"
 #include "infer/sample.h"
+#include "train/run_log.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { stop_requested = sig; }
@@ -35,11 +36,6 @@ static void usage(FILE *f) {
             "  --set key=value   override one key (repeatable)\n"
             "  --device D        shorthand for --set device=D\n"
             "  --dry-run         build the model, load the checkpoint named by `load` if any, print the plan, stop\n");
-}
-
-static FILE *open_metrics(const kda_config *c) {
-    if (!c->metrics_file[0]) return NULL;
-    return kda_fopen(c->metrics_file, "w");
 }
 
 // The built-in demo trains on token files made by `kda tokenize` (`make demo` makes them);
@@ -141,6 +137,9 @@ int cmd_train(int argc, char **argv) {
            path ? path : "(built-in tiny config)", n_params, n_params / 1e6, cfg.num_hidden_layers, cfg.hidden_size,
            cfg.num_heads, cfg.head_dim, cfg.head_v_dim, cfg.vocab_size);
     printf("kda train: backend %s: %s (%s)\n", ops->name, ops->describe(), kda_backend_reason());
+    if (cfg.bf16 && ops->act_bytes == 4)
+        fprintf(stderr, "kda: warning: bf16: true has no effect on the %s backend (fp32 throughout); it applies on CUDA\n",
+                ops->name);
     printf("kda train: backend %s, %d threads, %d rank%s | batch %d x %d tokens (%d micro-batches of %d) | "
            "%ld iterations | activations %.1f MiB\n",
            ops->name, omp_get_max_threads(), dist->world, dist->world > 1 ? "s" : "", cfg.global_batch_size, T,
@@ -199,7 +198,10 @@ int cmd_train(int argc, char **argv) {
     }
     kda_data *data = kda_data_open(&cfg, KDA_SPLIT_TRAIN);
     kda_data_seek(data, st.consumed_samples);
-    FILE *metrics = open_metrics(&cfg);
+    char backend_line[1024];
+    snprintf(backend_line, sizeof backend_line, "%s: %s", ops->name, ops->describe());
+    kda_run_log *rl = kda_run_log_open(&cfg, path, backend_line, st.iteration, lead);
+    double peak = ops->peak_tflops, fpt = kda_model_train_flops_per_token(&cfg);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
@@ -210,6 +212,7 @@ int cmd_train(int argc, char **argv) {
     int n_acc = 0;
     long it;
     long last_saved = st.iteration;
+    char last_ckpt[KDA_PATH_MAX + 32] = "";
     int stop = 0; // a signal seen by any rank stops every rank after the same iteration
     for (it = st.iteration; it < cfg.train_iters && !stop; it++) {
         ops->zero(m->grad, m->n_alloc * sizeof(float));
@@ -260,17 +263,15 @@ int cmd_train(int argc, char **argv) {
         if ((it + 1) % cfg.log_interval == 0 || it + 1 == cfg.train_iters || it == 0) {
             double now = kda_now(), dt = (now - t_log) / n_acc;
             double tps = (double)cfg.global_batch_size * T / dt;
-            printf("iter %6ld/%ld | loss %.4f | lr %.3e | grad norm %.3f | %.1f ms/iter | %.0f tokens/s\n", it + 1,
-                   cfg.train_iters, loss_acc / n_acc, lr, info.grad_norm, dt * 1e3, tps);
-            fflush(stdout);
-            if (metrics) {
-                fprintf(metrics,
-                        "{\"iteration\": %ld, \"loss\": %.6f, \"lr\": %.6e, \"grad_norm\": %.6f, \"ms_per_iter\": %.3f, "
-                        "\"tokens_per_s\": %.1f, \"consumed_samples\": %llu}\n",
-                        it + 1, loss_acc / n_acc, lr, info.grad_norm, dt * 1e3, tps,
-                        (unsigned long long)kda_data_consumed(data));
-                fflush(metrics);
+            double mem = -1;
+            if (ops->mem_info) {
+                size_t used = 0, total = 0;
+                ops->mem_info(&used, &total);
+                if (total) mem = used / 1073741824.0;
             }
+            kda_log_row row = {it + 1, kda_data_consumed(data), loss_acc / n_acc, lr, info.grad_norm, dt * 1e3, tps,
+                               peak > 0 ? tps * fpt / (peak * 1e12) : -1, mem};
+            kda_run_log_train(rl, &row);
             t_log = now;
             loss_acc = 0;
             n_acc = 0;
@@ -278,18 +279,21 @@ int cmd_train(int argc, char **argv) {
         if (cfg.save[0] && cfg.save_interval > 0 && st.iteration % cfg.save_interval == 0) {
             kda_ckpt_save(m, &st, cfg.save); // every rank: a sharded optimizer gathers; rank 0 writes
             last_saved = st.iteration;
-            printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
+            snprintf(last_ckpt, sizeof last_ckpt, "%s/iter_%07ld", cfg.save, st.iteration);
+            printf("kda train: saved %s\n", last_ckpt);
         }
     }
     if (cfg.save[0] && st.iteration != last_saved) {
         kda_ckpt_save(m, &st, cfg.save);
-        printf("kda train: saved %s/iter_%07ld\n", cfg.save, st.iteration);
+        snprintf(last_ckpt, sizeof last_ckpt, "%s/iter_%07ld", cfg.save, st.iteration);
+        printf("kda train: saved %s\n", last_ckpt);
     }
+    kda_run_log_summary(rl, st.iteration, last_ckpt[0] ? last_ckpt : NULL);
     if (stop)
         printf("kda train: stopped by signal %d after iteration %ld%s\n", stop_requested ? (int)stop_requested : SIGTERM, it,
                cfg.save[0] ? "" : "; no checkpoint written (save is not set)");
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
-    if (metrics) fclose(metrics);
+    kda_run_log_close(rl);
     free(sample);
     free(ids);
     free(tgt);

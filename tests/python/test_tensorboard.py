@@ -45,6 +45,29 @@ def main():
             print(("  ok   " if ok else "  FAIL ") + f" {tag!r}: {got}")
             fails += not ok
         print(f"  (file {os.path.basename(path)})")
+        # kda train with tensorboard_dir: the logged losses, lr and grad norms, as TensorBoard sees them
+        kda = os.environ.get("KDA_BIN", "./kda")
+        tb, met = os.path.join(d, "train_tb"), os.path.join(d, "m.jsonl")
+        subprocess.run([kda, "train", "configs/tiny-bytes.yaml", "--device", "cpu", "--set", "train_iters=6",
+                        "--set", "lr_warmup_iters=2", "--set", "log_interval=2", "--set", "sample_tokens=0",
+                        "--set", f"tensorboard_dir={tb}", "--set", f"metrics_file={met}"], check=True,
+                       stdout=subprocess.DEVNULL)
+        import json
+        import numpy as np
+        rows = [json.loads(l) for l in open(met) if '"iteration"' in l]
+        acc = EventAccumulator(tb)
+        acc.Reload()
+        tags = set(acc.Tags()["scalars"])
+        ok = {"lm loss", "learning-rate", "grad-norm", "iteration-time", "throughput"} <= tags
+        print(("  ok   " if ok else "  FAIL ") + f" kda train's tags: {sorted(tags)}")
+        fails += not ok
+        for tag, key in (("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "grad_norm")):
+            got = [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
+            exp = [(r["iteration"], float(np.float32(r[key]))) for r in rows]
+            ok = len(got) == len(exp) == 4 and all(g[0] == e[0] and abs(g[1] - e[1]) <= 1e-5 * abs(e[1]) + 1e-12
+                                                  for g, e in zip(got, exp))
+            print(("  ok   " if ok else "  FAIL ") + f" {tag!r} = metrics {key}: {got}")
+            fails += not ok
     print(f"test_tensorboard: {'FAILED' if fails else 'passed'}")
     return 1 if fails else 0
 
