@@ -22,6 +22,7 @@
 #include "model/optim.h"
 #include "infer/sample.h"
 #include "train/run_log.h"
+#include "train/validate.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { stop_requested = sig; }
@@ -202,6 +203,11 @@ int cmd_train(int argc, char **argv) {
     snprintf(backend_line, sizeof backend_line, "%s: %s", ops->name, ops->describe());
     kda_run_log *rl = kda_run_log_open(&cfg, path, backend_line, st.iteration, lead);
     double peak = ops->peak_tflops, fpt = kda_model_train_flops_per_token(&cfg);
+    char no_valid[256];
+    kda_validator *val = kda_validator_open(&cfg, B, no_valid, sizeof no_valid);
+    if (val) printf("kda train: validation every %d iterations and at the end: %d batches of the valid split\n",
+                    cfg.eval_interval, cfg.eval_iters);
+    else printf("kda train: no validation loss: %s\n", no_valid);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
@@ -276,6 +282,14 @@ int cmd_train(int argc, char **argv) {
             loss_acc = 0;
             n_acc = 0;
         }
+        int at_end = st.iteration == cfg.train_iters || stop;
+        if (val && ((cfg.eval_interval > 0 && st.iteration % cfg.eval_interval == 0) || at_end)) {
+            double vs, vc;
+            kda_validate(val, m, st.iteration / (cfg.eval_interval > 0 ? cfg.eval_interval : 1), dist->rank, dist->world,
+                         &vs, &vc);
+            if (dist->world > 1) vs = comm->sum_f64(comm, vs), vc = comm->sum_f64(comm, vc);
+            if (vc > 0) kda_run_log_valid(rl, st.iteration, vs / vc);
+        }
         if (cfg.save[0] && cfg.save_interval > 0 && st.iteration % cfg.save_interval == 0) {
             kda_ckpt_save(m, &st, cfg.save); // every rank: a sharded optimizer gathers; rank 0 writes
             last_saved = st.iteration;
@@ -294,6 +308,7 @@ int cmd_train(int argc, char **argv) {
                cfg.save[0] ? "" : "; no checkpoint written (save is not set)");
     if (cfg.sample_tokens > 0) kda_sample_print(m, &cfg, cfg.sample_prompt, cfg.sample_tokens, (uint64_t)cfg.seed);
     kda_run_log_close(rl);
+    kda_validator_close(val);
     free(sample);
     free(ids);
     free(tgt);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ struct kda_run_log {
     long start_iteration, last_iteration;
     double t_start;
     double tokens;     // trained by this run
-    double last_loss;
+    double last_loss, last_val;
 };
 
 static double unix_now(void) {
@@ -138,13 +139,31 @@ void kda_run_log_train(kda_run_log *rl, const kda_log_row *r) {
     }
 }
 
+void kda_run_log_valid(kda_run_log *rl, long iteration, double loss) {
+    rl->last_val = loss;
+    printf("validation at iter %ld | loss %.4f | ppl %.3f\n", iteration, loss, exp(loss));
+    fflush(stdout);
+    if (rl->metrics) {
+        fprintf(rl->metrics, "{\"iteration\": %ld, \"val_loss\": %.6f, \"val_ppl\": %.6g, \"wall_time\": %.3f}\n", iteration,
+                loss, exp(loss), unix_now());
+        if (fflush(rl->metrics) != 0) kda_die("cannot write metrics file '%s': %s", rl->metrics_path, strerror(errno));
+    }
+    if (rl->tb) {
+        kda_tb_scalar(rl->tb, "lm loss validation", iteration, loss);
+        kda_tb_scalar(rl->tb, "lm loss validation ppl", iteration, exp(loss));
+        kda_tb_flush(rl->tb);
+    }
+}
+
 void kda_run_log_summary(kda_run_log *rl, long iteration, const char *checkpoint) {
     double t = kda_now() - rl->t_start;
     char el[32];
     fmt_duration(el, sizeof el, t);
-    printf("kda train: done: iterations %ld -> %ld, %.3g tokens in %s (%.0f tokens/s on average); last logged loss %.4f; "
-           "%s%s%s%s\n",
-           rl->start_iteration, iteration, rl->tokens, el, t > 0 ? rl->tokens / t : 0.0, rl->last_loss,
+    char val[48] = "";
+    if (rl->last_val == rl->last_val && rl->last_val != 0) snprintf(val, sizeof val, ", validation loss %.4f", rl->last_val);
+    printf("kda train: done: iterations %ld -> %ld, %.3g tokens in %s (%.0f tokens/s on average); last logged loss "
+           "%.4f%s; %s%s%s%s\n",
+           rl->start_iteration, iteration, rl->tokens, el, t > 0 ? rl->tokens / t : 0.0, rl->last_loss, val,
            checkpoint ? "checkpoint " : "no checkpoint (save is not set)", checkpoint ? checkpoint : "",
            rl->metrics ? "; metrics " : "", rl->metrics ? rl->metrics_path : "");
 }

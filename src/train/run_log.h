@@ -9,7 +9,8 @@
 // carry iteration, consumed samples and tokens, loss, lr, grad_norm, ms_per_iter, tokens_per_s,
 // MFU (when the backend has a peak), device memory in use, wall time (unix seconds).
 // TensorBoard (tensorboard_dir): Megatron's tags "lm loss", "learning-rate", "grad-norm",
-// "iteration-time" (seconds), "throughput" (tokens/s) at each logged iteration.
+// "iteration-time" (seconds), "throughput" (tokens/s) at each logged iteration, "lm loss
+// validation" and "lm loss validation ppl" at each validation.
 #ifndef KDA_RUN_LOG_H
 #define KDA_RUN_LOG_H
 
@@ -33,6 +34,9 @@ kda_run_log *kda_run_log_open(const kda_config *cfg, const char *config_path, co
                               long start_iteration, int files);
 // Prints the log line (stdout) and writes the metrics row and TensorBoard scalars.
 void kda_run_log_train(kda_run_log *rl, const kda_log_row *r);
+// A validation loss at an iteration: a log line, a metrics row {"iteration", "val_loss",
+// "val_ppl"} and TensorBoard's "lm loss validation" / "lm loss validation ppl".
+void kda_run_log_valid(kda_run_log *rl, long iteration, double loss);
 // The closing summary (stdout); checkpoint: the last one written, or NULL.
 void kda_run_log_summary(kda_run_log *rl, long iteration, const char *checkpoint);
 void kda_run_log_close(kda_run_log *rl);

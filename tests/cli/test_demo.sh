@@ -35,7 +35,7 @@ args=${cmd#./kda tokenize }
   && ok "12 iterations of the built-in default: $(head -1 "$TMP/train.log")" \
   || { bad "training: $(tail -3 "$TMP/train.log")"; finish; exit 1; }
 grep -q "vocab 128256" "$TMP/train.log" && ok "the default model has the Llama 3 vocabulary" || bad "vocab: $(head -1 "$TMP/train.log")"
-losses=$(sed 's/.*"loss": \([^,]*\),.*/\1/' "$TMP/m.jsonl")
+losses=$(sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$TMP/m.jsonl")
 n=$(wc -l <<<"$losses")
 awk 'BEGIN{bad=0} !($1 ~ /^[0-9]+\.[0-9]+$/) {bad=1} END{exit bad}' <<<"$losses" && [ "$n" -eq 12 ] \
   && ok "12 finite losses" || bad "losses ($n): $losses"

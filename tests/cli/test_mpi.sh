@@ -11,9 +11,9 @@ $KDA "${args[@]}" --set metrics_file="$TMP/one.jsonl" > "$TMP/one.log" 2>&1 || b
 mpirun --oversubscribe -np 2 $KDA "${args[@]}" --set metrics_file="$TMP/two.jsonl" > "$TMP/two.log" 2>&1 \
   || bad "mpirun -np 2 failed: $(tail -5 "$TMP/two.log")"
 grep -q "2 ranks" "$TMP/two.log" && ok "rank 0 reports 2 ranks" || bad "no '2 ranks' in the log: $(head -3 "$TMP/two.log")"
-n=$(grep -c '"iteration"' "$TMP/two.jsonl" 2>/dev/null || echo 0)
+n=$(grep -c '"loss": ' "$TMP/two.jsonl" 2>/dev/null || echo 0)
 [ "$n" = 12 ] && ok "metrics written once (by rank 0): $n lines" || bad "metrics lines: $n"
-paste -d' ' <(sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/one.jsonl") <(sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/two.jsonl") > "$TMP/pairs"
+paste -d' ' <(sed -n 's/.*"loss": \([0-9.e+-]*\),.*/\1/p' "$TMP/one.jsonl") <(sed -n 's/.*"loss": \([0-9.e+-]*\),.*/\1/p' "$TMP/two.jsonl") > "$TMP/pairs"
 worst=$(awk '{d=($1-$2)/$1; if (d<0) d=-d; if (d>w) w=d} END {printf "%.3e", w}' "$TMP/pairs")
 awk -v w="$worst" 'BEGIN{exit !(w <= 2e-5)}' && [ -s "$TMP/pairs" ] && ok "12 losses equal to one process (worst rel diff $worst <= 2e-5)" \
   || bad "losses differ (worst rel diff $worst): $(head -3 "$TMP/pairs")"

@@ -11,7 +11,7 @@ expect_fail "modules without selective" "recompute_modules is set but recompute_
   $KDA train configs/tiny-bytes.yaml --device cpu --dry-run --set recompute_modules=conv
 run() { $KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=6 --set lr_warmup_iters=2 --set log_interval=1 --set sample_tokens=0 \
           --set metrics_file="$TMP/$1.jsonl" "${@:2}" > "$TMP/$1.log" 2>&1 || bad "$1 run failed: $(tail -2 "$TMP/$1.log")"
-        sed 's/.*"loss": \([0-9.e+-]*\).*/\1/' "$TMP/$1.jsonl" > "$TMP/$1.loss"; }
+        sed -n 's/.*"loss": \([0-9.e+-]*\).*/\1/p' "$TMP/$1.jsonl" > "$TMP/$1.loss"; }
 run none
 run sel --set recompute_granularity=selective
 run core --set recompute_granularity=selective --set recompute_modules=core_attn

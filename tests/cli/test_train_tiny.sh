@@ -8,8 +8,8 @@ run "$TMP/m1.jsonl" "$TMP/log1" && ok "40 iterations of configs/tiny-bytes.yaml"
 grep -q "tokens/s" "$TMP/log1" && grep -q "grad norm" "$TMP/log1" && ok "log line has loss, lr, grad norm, tokens/s" || bad "log line fields: $(grep iter "$TMP/log1" | head -2)"
 n=$(grep -c '"iteration"' "$TMP/m1.jsonl")
 [ "$n" -ge 4 ] && ok "metrics file has $n JSON lines" || bad "metrics file has $n lines"
-first=$(head -1 "$TMP/m1.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
-last=$(tail -1 "$TMP/m1.jsonl" | sed 's/.*"loss": \([0-9.]*\).*/\1/')
+first=$(grep '"loss": ' "$TMP/m1.jsonl" | head -1 | sed 's/.*"loss": \([0-9.]*\).*/\1/')
+last=$(grep '"loss": ' "$TMP/m1.jsonl" | tail -1 | sed 's/.*"loss": \([0-9.]*\).*/\1/')
 awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a - 0.5)}' && ok "loss falls: $first -> $last" || bad "loss did not fall enough: $first -> $last"
 run "$TMP/m2.jsonl" "$TMP/log2"
 cut -d, -f1-2 "$TMP/m1.jsonl" > "$TMP/a"; cut -d, -f1-2 "$TMP/m2.jsonl" > "$TMP/b"

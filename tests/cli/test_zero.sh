@@ -14,7 +14,7 @@ CFG=${KDA_BYTE_CONFIG:-configs/tiny-bytes.yaml}; [ -f "$CFG" ] || CFG=configs/ti
 args=(train "$CFG" --device cpu --set log_interval=1 --set sample_tokens=0 --set global_batch_size=16
       --set micro_batch_size=4 --set num_threads=1 --set lr_warmup_iters=2 --set save_interval=4 --set keep_last_n=0)
 MPI=(mpirun --oversubscribe -np 2)
-losses() { sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$1"; }
+losses() { sed -n 's/.*"loss": \([0-9.e+-]*\),.*/\1/p' "$1"; }
 # worst relative difference of two loss columns; $3 = how many lines (from the end of the first)
 cmp_losses() {
   paste -d' ' <(losses "$1" | tail -n "$3") <(losses "$2") | awk '{d=($1-$2)/$1; if (d<0) d=-d; if (d>w) w=d} END {printf "%.3e", w}'

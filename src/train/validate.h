@@ -1,0 +1,24 @@
+// validate.h — validation loss during training, with Megatron's meaning: every eval_interval
+// iterations and at the end, eval_iters global batches of the valid split (the `split` share of
+// train_data_path, or valid_data_path), forward only. Evaluation k reads the k-th run of
+// eval_iters x global_batch_size valid samples (wrapping around the split), so a resumed run
+// sees what an uninterrupted one would.
+#ifndef KDA_VALIDATE_H
+#define KDA_VALIDATE_H
+
+#include <stddef.h>
+
+#include "base/config.h"
+#include "model/model.h"
+
+typedef struct kda_validator kda_validator;
+
+// NULL, with the reason in why, when the run has no validation (eval_iters 0, or no valid
+// split: split gives it no share and valid_data_path is empty).
+kda_validator *kda_validator_open(const kda_config *c, int micro_batch, char *why, size_t why_len);
+// This rank's part of evaluation k (world ranks share each global batch): the summed token
+// losses into *sum and their count into *count (add them over ranks, then divide).
+void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, double *sum, double *count);
+void kda_validator_close(kda_validator *v);
+
+#endif
