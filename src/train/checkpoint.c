@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/version.h"
 #include "comm/dist.h"
 #include "train/dist_optim.h"
 #include "formats/safetensors.h"
@@ -243,6 +244,7 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
 
     json_t *js = json_object();
     json_object_set_new(js, "format", json_integer(CKPT_FORMAT));
+    json_object_set_new(js, "kda_version", json_string(kda_version_string())); // which kda wrote it
     json_object_set_new(js, "iteration", json_integer(st->iteration));
     json_object_set_new(js, "optim_steps", json_integer(st->optim_steps));
     json_object_set_new(js, "consumed_samples", json_integer((json_int_t)st->consumed_samples));

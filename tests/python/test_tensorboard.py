@@ -54,17 +54,20 @@ def main():
                        stdout=subprocess.DEVNULL)
         import json
         import numpy as np
-        rows = [json.loads(l) for l in open(met) if '"iteration"' in l]
+        every = [json.loads(l) for l in open(met)]
+        rows = [r for r in every if "loss" in r]
+        vrows = [r for r in every if "val_loss" in r]
         acc = EventAccumulator(tb)
         acc.Reload()
         tags = set(acc.Tags()["scalars"])
         ok = {"lm loss", "learning-rate", "grad-norm", "iteration-time", "throughput"} <= tags
         print(("  ok   " if ok else "  FAIL ") + f" kda train's tags: {sorted(tags)}")
         fails += not ok
-        for tag, key in (("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "grad_norm")):
+        for tag, key, src, n in (("lm loss", "loss", rows, 4), ("learning-rate", "lr", rows, 4),
+                                 ("grad-norm", "grad_norm", rows, 4), ("lm loss validation", "val_loss", vrows, 1)):
             got = [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
-            exp = [(r["iteration"], float(np.float32(r[key]))) for r in rows]
-            ok = len(got) == len(exp) == 4 and all(g[0] == e[0] and abs(g[1] - e[1]) <= 1e-5 * abs(e[1]) + 1e-12
+            exp = [(r["iteration"], float(np.float32(r[key]))) for r in src]
+            ok = len(got) == len(exp) == n and all(g[0] == e[0] and abs(g[1] - e[1]) <= 1e-5 * abs(e[1]) + 1e-12
                                                   for g, e in zip(got, exp))
             print(("  ok   " if ok else "  FAIL ") + f" {tag!r} = metrics {key}: {got}")
             fails += not ok
