@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# device_session.sh a|b — one session's GPU measurements in two device calls (each under the
+# device_session.sh a|b|k — one session's GPU measurements in device calls (each under the
 # 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
+#   k: a KDA-core change: the device tests, the core with the fused kernels against the
+#      chunk-GEMM path (KDA_CORE_UNFUSED=1) in tests and speed, ncu per-kernel times of the
+#      core, and kda's side of bench/step_vs_fla.sh;
 #   a: device tests on the native Hopper build and on the portable compute_80-PTX build, the
 #      KDA-core and op benchmarks, kda's side of bench/step_vs_fla.sh, recompute and portable-path
 #      steps, the largest micro-batches with selective recompute;
@@ -23,6 +26,24 @@ bench300() { # dir, label, extra --set options (k=v ...)
         --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|memory"
 }
 case "$1" in
+k)
+    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=200 KDA_DEVICE_LOG=device_log_native.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A20 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
+    echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
+    KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
+    echo "== KDA core, fused (default) then KDA_CORE_UNFUSED=1"
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    KDA_CORE_UNFUSED=1 timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
+    lap "KDA core A/B"
+    if command -v ncu >/dev/null; then
+        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
+    fi
+    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
+    ;;
 a)
     KDA_DEVICE_STEPS=ops,kda,step,nccl,decode,sanitizer KDA_DEVICE_BUDGET_S=170 KDA_DEVICE_LOG=device_log_native.txt \
         bash tests/cuda/run_device_tests.sh > /dev/null 2>&1

@@ -9,7 +9,7 @@
 //   D4 finish (per chunk): B4–B7 elementwise terms, B9 pair sums with exponents ≤ 0, B10 reverse
 //                      cumsum, gate / β / l2norm backward, per-chunk partials of dA_log, ddt_bias
 //   D5 fixed-order sums of those partials (deterministic).
-#include "backend/cuda/kda_cuda.cuh"
+#include "backend/cuda/kda_tile.cuh"
 
 struct kda_bwd_scratch {
     float *dVn;          // [R,V]
@@ -107,39 +107,247 @@ kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_
     }
 }
 
-// ---- D4: finish, grid (NT, H, B), 256 threads ----
-enum { FT = 32 }; // key columns per pass
+// ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
+// memory (kda_tile.cuh; the same bf16 hi/lo products as kda_chunk_gemm, so the same bits) ----
+struct d3_layout {
+    int CC, KP, VP, pv, pk, pc, pf;        // padded sizes; row pitches (bf16: pv, pk, pc; fp32: pf)
+    size_t r1, tinv, dvn, dwm, f1, f2, bytes; // byte offsets in dynamic shared memory
+};
 
-static size_t finish_smem(void) {
-    return sizeof(float) * (2 * (size_t)KDA_MAX_C * (KDA_MAX_C + 1) + 5 * (size_t)KDA_MAX_C * (FT + 1) +
-                            3 * KDA_MAX_C + 2 * FT);
+static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
+    d3_layout L;
+    L.CC = pad16(s.C), L.KP = pad16(s.K), L.VP = pad16(s.V);
+    L.pv = L.VP + 8, L.pk = L.KP + 8, L.pc = L.CC + 8;
+    int wf = L.VP > L.CC ? L.VP : L.CC;
+    L.pf = (wf > L.KP ? wf : L.KP) + 4;
+    size_t p1 = 2 * (size_t)L.CC * L.pv + 2 * (size_t)L.KP * L.pv, p2 = (size_t)L.CC * (L.pv + L.pk),
+           p3 = 2 * (size_t)L.CC * L.pc;
+    size_t r1 = p1 > p2 ? p1 : p2;
+    r1 = r1 > p3 ? r1 : p3;
+    size_t dv = (size_t)L.CC * (L.pv > L.pc ? L.pv : L.pc);
+    size_t off = 0;
+    auto take = [&](size_t bytes) { size_t o = off; off = (off + bytes + 127) & ~(size_t)127; return o; };
+    L.r1 = take(r1 * sizeof(bf16));
+    L.tinv = take((size_t)L.CC * L.pc * sizeof(bf16));
+    L.dvn = take(2 * dv * sizeof(bf16));
+    L.dwm = take(2 * (size_t)L.CC * L.pk * sizeof(bf16));
+    L.f1 = take((size_t)L.CC * L.pf * sizeof(float));
+    L.f2 = take((size_t)L.CC * L.pf * sizeof(float));
+    L.bytes = off;
+    return L;
 }
 
+__global__ void __launch_bounds__(256)
+kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
+    extern __shared__ __align__(128) unsigned char smraw[];
+    const d3_layout L = d3_layout_of(s);
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C, CC = L.CC, KP = L.KP, VP = L.VP;
+    size_t row0 = kda_row(s, b, c, h, 0), ch = kda_chunk(s, b, c, h);
+    size_t rsK = (size_t)s.H * K, rsV = (size_t)s.H * V, rsC = (size_t)s.H * C;
+    bf16 *r1 = (bf16 *)(smraw + L.r1), *dvn = (bf16 *)(smraw + L.dvn), *dwm = (bf16 *)(smraw + L.dwm);
+    float *F1 = (float *)(smraw + L.f1), *F2 = (float *)(smraw + L.f2);
+    size_t dvh = (size_t)CC * (L.pv > L.pc ? L.pv : L.pc); // the dVn / Xc region holds hi, then lo
+    smat mdO = {r1, NULL, L.pv}, mVn = {r1 + CC * L.pv, NULL, L.pv};
+    smat mh = {r1 + 2 * CC * L.pv, NULL, L.pv}, mdh = {r1 + 2 * CC * L.pv + KP * L.pv, NULL, L.pv};
+    smat mdVn = {dvn, dvn + dvh, L.pv}, mdWm = {dwm, dwm + CC * L.pk, L.pk};
+    // phase 1: dQg = s·dO·hᵀ, dWm = −dVn·hᵀ, dKd = Vn·dhᵀ, dAqk = tril(dO·Vnᵀ)
+    tile_load(mdO, dO + row0 * V, rsV, n, V, CC, VP);
+    tile_load(mVn, sv.Vn + row0 * V, rsV, n, V, CC, VP);
+    tile_load(mh, sv.h + ch * K * V, V, K, V, KP, VP);
+    tile_load(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
+    tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP);
+    __syncthreads();
+    {
+        tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}}, dwm[1] = {{mdVn, mh, false, true, VP, -1.0f}};
+        tile_gemm<false, true>(F1, L.pf, CC, KP, dq, KMASK_NONE);
+        tile_gemm<false, true>(F2, L.pf, CC, KP, dwm, KMASK_NONE);
+    }
+    __syncthreads();
+    tile_store_f32(w.dQ + row0 * K, rsK, F1, L.pf, n, K);
+    tile_split(mdWm, F2, L.pf, CC, KP);
+    __syncthreads();
+    {
+        tterm dkd[1] = {{mVn, mdh, false, true, VP, 1.0f}}, daqk[1] = {{mdO, mVn, false, true, VP, 1.0f}};
+        tile_gemm<false, true>(F1, L.pf, CC, KP, dkd, KMASK_NONE);
+        tile_gemm<false, true>(F2, L.pf, CC, CC, daqk, KMASK_LOWER);
+    }
+    __syncthreads();
+    tile_store_f32(w.dK + row0 * K, rsK, F1, L.pf, n, K);
+    tile_store_f32(w.dA + row0 * C, rsC, F2, L.pf, n, C);
+    __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv and βk⊙e^Γ
+    // phase 2: dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ, dBV = Tinvᵀ·dVn
+    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk}, mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc};
+    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
+    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
+    tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
+    __syncthreads();
+    {
+        tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
+        tile_gemm<false, true>(F1, L.pf, CC, CC, dt, KMASK_NONE);
+        tterm dbv[1] = {{mT, mdVn, true, false, CC, 1.0f}};
+        tile_gemm<true, false>(F2, L.pf, CC, VP, dbv, KMASK_NONE);
+    }
+    __syncthreads();
+    smat mdT = {r1, r1 + CC * L.pc, L.pc}; // βv and βk⊙e^Γ are no longer read
+    tile_store_f32(w.dBV + row0 * V, rsV, F2, L.pf, n, V);
+    tile_split(mdT, F1, L.pf, CC, CC);
+    __syncthreads();
+    // phase 3: G = Tinvᵀ·dWm, Xc = dTinv·Tinvᵀ, dL = strictly_lower(−Tinvᵀ·Xc)
+    {
+        tterm gm[1] = {{mT, mdWm, true, false, CC, 1.0f}}, xc[1] = {{mdT, mT, false, true, CC, 1.0f}};
+        tile_gemm<true, false>(F2, L.pf, CC, KP, gm, KMASK_NONE);
+        tile_gemm<false, true>(F1, L.pf, CC, CC, xc, KMASK_NONE);
+    }
+    __syncthreads();
+    smat mXc = {dvn, dvn + dvh, L.pc}; // dVn is no longer read
+    tile_store_f32(w.Gm + row0 * K, rsK, F2, L.pf, n, K);
+    tile_split(mXc, F1, L.pf, CC, CC);
+    __syncthreads();
+    {
+        tterm dl[1] = {{mT, mXc, true, false, CC, -1.0f}};
+        tile_gemm<true, false>(F2, L.pf, CC, CC, dl, KMASK_STRICT);
+    }
+    __syncthreads();
+    tile_store_f32(w.dL + row0 * C, rsC, F2, L.pf, n, C);
+}
+
+// The D3 chunk GEMMs, one by one (any head size; the fused kernel needs its operands to fit in
+// shared memory).
+static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const kda_bwd_scratch &w) {
+    int C = s.C, K = s.K, V = s.V;
+    kgemm g = {};
+    g.nterms = 1, g.M = C, g.out_f32 = 1, g.mask = KMASK_NONE;
+    g.N = K, g.out_ld = K, g.t[0].Kd = V;
+    g.t[0].A = kv_tok(dO, 0, V, 0), g.t[0].B = kv_state(sv.h, K, V, 1), g.t[0].alpha = s.scale, g.out = w.dQ;
+    kda_chunk_gemm(s, g); // dQg = s·dO·hᵀ
+    g.t[0].A = kv_tok(sv.Vn, 0, V, 0), g.t[0].B = kv_state(w.dh, K, V, 1), g.t[0].alpha = 1.0f, g.out = w.dK;
+    kda_chunk_gemm(s, g); // dKd = Vn·dhᵀ
+    g.t[0].A = kv_tok(w.dVn, 1, V, 0), g.t[0].B = kv_state(sv.h, K, V, 1), g.t[0].alpha = -1.0f, g.out = w.dWm;
+    kda_chunk_gemm(s, g); // dWm = −dVn·hᵀ
+    kgemm g2 = {};
+    g2.nterms = 2, g2.M = C, g2.N = C, g2.out = w.dT, g2.out_f32 = 1, g2.out_ld = C, g2.mask = KMASK_NONE;
+    g2.t[0].A = kv_tok(w.dVn, 1, V, 0), g2.t[0].B = kv_tok(sv.vb, 0, V, 1), g2.t[0].Kd = V, g2.t[0].alpha = 1.0f;
+    g2.t[1].A = kv_tok(w.dWm, 1, K, 0), g2.t[1].B = kv_tok(sv.kb, 0, K, 1), g2.t[1].Kd = K, g2.t[1].alpha = 1.0f;
+    kda_chunk_gemm(s, g2); // dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
+    g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].Kd = C, g.t[0].alpha = 1.0f;
+    g.t[0].B = kv_tok(w.dVn, 1, V, 0), g.N = V, g.out_ld = V, g.out = w.dBV;
+    kda_chunk_gemm(s, g); // dBV = Tinvᵀ·dVn
+    g.t[0].B = kv_tok(w.dWm, 1, K, 0), g.N = K, g.out_ld = K, g.out = w.Gm;
+    kda_chunk_gemm(s, g); // G = Tinvᵀ·dWm
+    g.t[0].A = kv_tok(w.dT, 1, C, 0), g.t[0].B = kv_tok(sv.Tinv, 0, C, 1), g.N = C, g.out_ld = C, g.out = w.Xc;
+    kda_chunk_gemm(s, g); // Xc = dTinv·Tinvᵀ
+    g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].B = kv_tok(w.Xc, 1, C, 0), g.t[0].alpha = -1.0f;
+    g.out = w.dL, g.mask = KMASK_STRICT;
+    kda_chunk_gemm(s, g); // dL = strictly_lower(−Tinvᵀ·Xc)   (overwrites dTinv, no longer needed)
+    g.t[0].A = kv_tok(dO, 0, V, 0), g.t[0].B = kv_tok(sv.Vn, 0, V, 1), g.t[0].Kd = V, g.t[0].alpha = 1.0f;
+    g.out = w.dA, g.mask = KMASK_LOWER;
+    kda_chunk_gemm(s, g); // dAqk = tril(dO·Vnᵀ)
+}
+
+// ---- D4: finish, grid (NT, H, B), 256 threads ----
+// B9's pair sums, per key column d (all exponents ≤ 0):
+//   X_r = Σ_{j≤r} dL_rj·k_j·e^{Γ_r−Γ_j},  Y_r = Σ_{j≤r} dAqk_rj·k_j·e^{Γ_r−Γ_j},
+//   Z_r = Σ_{j≥r} (dL_jr·β_j·k_j + dAqk_jr·s·q_j)·e^{Γ_j−Γ_r}.
+// By 16-row blocks: inside a block, term by term; between blocks, through a reference row ρ
+// between r and j (e^{Γ_r−Γ_j} = e^{Γ_r−Γ_ρ}·e^{Γ_ρ−Γ_j}, both factors ≤ 1), which makes them
+// products on tensor cores: X,Y of block I (ρ = its first row I0) = [dL|dAqk]_{I,<I0}·(k⊙e^{Γ_I0−Γ})
+// and Z of block J (ρ = its last row) = dL_{>ρ,J}ᵀ·(βk⊙e^{Γ−Γ_ρ}) + dAqk_{>ρ,J}ᵀ·(s·q⊙e^{Γ−Γ_ρ}),
+// with dL, dAqk and the scaled operands as bf16 hi + lo pairs (kda_tile.cuh).
+enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT + 8, FXP = FT + 4, FOR = 96 };
+
+struct __align__(128) finish_smem {
+    bf16 dLh[KDA_MAX_C][FMP], dLl[KDA_MAX_C][FMP], dAh[KDA_MAX_C][FMP], dAl[KDA_MAX_C][FMP];
+    union {
+        struct {
+            bf16 kth[FOR][FOP], ktl[FOR][FOP]; // k⊙e^{Γ_I0−Γ}: block I = 1, 2, 3 at rows 0, 16, 48
+            bf16 pkh[FOR][FOP], pkl[FOR][FOP]; // βk⊙e^{Γ−Γ_ρ}: block J = 0, 1, 2 at rows 0, 48, 80
+            bf16 pqh[FOR][FOP], pql[FOR][FOP]; // s·q⊙e^{Γ−Γ_ρ}
+        };
+        struct { // after the between-block products
+            float dgs[KDA_MAX_C][FTP], pb[KDA_MAX_C][FTP];
+        };
+    };
+    float Xs[KDA_MAX_C][FXP], Ys[KDA_MAX_C][FXP], Zs[KDA_MAX_C][FXP]; // between-block parts
+    float qs[KDA_MAX_C][FTP], ks[KDA_MAX_C][FTP], gs[KDA_MAX_C][FTP];
+    float betas[KDA_MAX_C], dbeta[KDA_MAX_C], dApart[FT], gl[FT], hdh[FT];
+};
+
 __device__ __forceinline__ float softplus20(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+__device__ __forceinline__ int kt_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 : 48; }  // rows j < 16·I
+__device__ __forceinline__ int pz_row0(int J) { return J == 0 ? 0 : J == 1 ? 48 : 80; } // rows j > 16·J + 15
+__device__ __forceinline__ void put_split(bf16 *hi, bf16 *lo, float x) {
+    bf16 h = f2bf(x);
+    *hi = h, *lo = f2bf(x - bf2f(h));
+}
+
+// The scaled operands of this pass's between-block products (zeros where a row is past n).
+__device__ void finish_stage(finish_smem &m, int n, int dn, float sc) {
+    for (int e = threadIdx.x; e < FOR * FT; e += blockDim.x) {
+        int t = e / FT, dd = e % FT;
+        int I = t < 16 ? 1 : t < 48 ? 2 : 3, j = t - kt_row0(I), I0 = 16 * I;
+        float x = I0 < n && dd < dn ? m.ks[j][dd] * expf(m.gs[I0][dd] - m.gs[j][dd]) : 0.0f;
+        put_split(&m.kth[t][dd], &m.ktl[t][dd], x);
+        int J = t < 48 ? 0 : t < 80 ? 1 : 2, rho = 16 * J + 15, jz = rho + 1 + t - pz_row0(J);
+        float pk = 0.0f, pq = 0.0f;
+        if (jz < n && dd < dn) {
+            float ez = expf(m.gs[jz][dd] - m.gs[rho][dd]);
+            pk = m.betas[jz] * m.ks[jz][dd] * ez, pq = sc * m.qs[jz][dd] * ez;
+        }
+        put_split(&m.pkh[t][dd], &m.pkl[t][dd], pk);
+        put_split(&m.pqh[t][dd], &m.pql[t][dd], pq);
+    }
+}
+
+// Warps 0-2: X and Y of block I = warp + 1; warps 3-5: Z of block J = warp − 3.
+__device__ void finish_between_blocks(finish_smem &m, int n) {
+    using namespace nvcuda;
+    int warp = threadIdx.x >> 5;
+    if (warp < 3) {
+        int I0 = 16 * (warp + 1), o = kt_row0(warp + 1);
+        if (I0 >= n) return;
+        smat kt = {&m.kth[o][0], &m.ktl[o][0], FOP};
+        tterm tx = {{&m.dLh[I0][0], &m.dLl[I0][0], FMP}, kt, false, false, I0, 1.0f};
+        tterm ty = {{&m.dAh[I0][0], &m.dAl[I0][0], FMP}, kt, false, false, I0, 1.0f};
+        tacc px, py;
+        wmma::fill_fragment(px, 0.0f), wmma::fill_fragment(py, 0.0f);
+        tile_mma<false, false>(px, tx, 0, 0);
+        tile_mma<false, false>(py, ty, 0, 0);
+        wmma::store_matrix_sync(&m.Xs[I0][0], px, FXP, wmma::mem_row_major);
+        wmma::store_matrix_sync(&m.Ys[I0][0], py, FXP, wmma::mem_row_major);
+    } else if (warp < 6) {
+        int J = warp - 3, J0 = 16 * J, rho = J0 + 15, o = pz_row0(J);
+        if (rho >= n - 1) return;
+        tterm tl = {{&m.dLh[rho + 1][J0], &m.dLl[rho + 1][J0], FMP}, {&m.pkh[o][0], &m.pkl[o][0], FOP}, true, false,
+                    KDA_MAX_C - 1 - rho, 1.0f};
+        tterm ta = {{&m.dAh[rho + 1][J0], &m.dAl[rho + 1][J0], FMP}, {&m.pqh[o][0], &m.pql[o][0], FOP}, true, false,
+                    KDA_MAX_C - 1 - rho, 1.0f};
+        tacc pz;
+        wmma::fill_fragment(pz, 0.0f);
+        tile_mma<true, false>(pz, tl, 0, 0);
+        tile_mma<true, false>(pz, ta, 0, 0);
+        wmma::store_matrix_sync(&m.Zs[J0][0], pz, FXP, wmma::mem_row_major);
+    }
+}
+
+__device__ __forceinline__ float pair_l(const finish_smem &m, int r, int j) { return bf2f(m.dLh[r][j]) + bf2f(m.dLl[r][j]); }
+__device__ __forceinline__ float pair_a(const finish_smem &m, int r, int j) { return bf2f(m.dAh[r][j]) + bf2f(m.dAl[r][j]); }
 
 __global__ void __launch_bounds__(256)
 kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
                   const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias, kda_bwd_scratch w,
                   bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
                   bf16 *__restrict__ db) {
-    extern __shared__ float sm[];
-    const int MC = KDA_MAX_C, CP = KDA_MAX_C + 1, TP = FT + 1;
-    float(*dLs)[CP] = (float(*)[CP])sm;
-    float(*dAs)[CP] = (float(*)[CP])(sm + MC * CP);
-    float(*qs)[TP] = (float(*)[TP])(sm + 2 * MC * CP);
-    float(*ks)[TP] = qs + MC;
-    float(*gs)[TP] = ks + MC;
-    float(*dgs)[TP] = gs + MC;
-    float(*pb)[TP] = dgs + MC;
-    float *betas = (float *)(pb + MC), *dbeta = betas + MC, *dApart = dbeta + MC, *gl = dApart + MC,
-          *hdh = gl + FT;
+    extern __shared__ __align__(128) unsigned char fin_raw[];
+    finish_smem &m = *(finish_smem *)fin_raw;
+    const int MC = KDA_MAX_C;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31;
     int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C;
-    size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
+    size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1), row0 = kda_row(s, b, c, h, 0);
     float sc = s.scale, eA = expf(bf2f(A_log[h]));
 
-    if (tid < MC) betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
+    if (tid < MC) m.betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
     // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v
     for (int r = warp; r < n; r += 8) {
         size_t row = kda_row(s, b, c, h, r);
@@ -150,15 +358,10 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
             dv[row * V + j] = f2bf(be * g);
         }
         acc = warp_sum(acc);
-        if (lane == 0) dbeta[r] = acc;
+        if (lane == 0) m.dbeta[r] = acc;
     }
-    for (int e = tid; e < MC * MC; e += 256) {
-        int r = e / MC, j = e % MC;
-        bool ok = r < n && j < C;
-        size_t i = ok ? kda_row(s, b, c, h, r) * C + j : 0;
-        dLs[r][j] = ok ? w.dL[i] : 0.0f;
-        dAs[r][j] = ok ? w.dA[i] : 0.0f;
-    }
+    tile_load(smat{&m.dLh[0][0], &m.dLl[0][0], FMP}, w.dL + row0 * C, (size_t)s.H * C, n, C, MC, MC);
+    tile_load(smat{&m.dAh[0][0], &m.dAl[0][0], FMP}, w.dA + row0 * C, (size_t)s.H * C, n, C, MC, MC);
     float dA_total = 0.0f; // thread 0
     for (int d0 = 0; d0 < K; d0 += FT) {
         int dn = min(FT, K - d0);
@@ -167,60 +370,70 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
             int r = e / FT, dd = e % FT;
             bool ok = r < n && dd < dn;
             size_t i = ok ? kda_row(s, b, c, h, r) * K + d0 + dd : 0;
-            qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
-            ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
-            gs[r][dd] = ok ? sv.G[i] : 0.0f;
+            m.qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
+            m.ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
+            m.gs[r][dd] = ok ? sv.G[i] : 0.0f;
         }
-        if (tid < dn) gl[tid] = sv.G[last * K + d0 + tid];
+        if (tid < dn) m.gl[tid] = sv.G[last * K + d0 + tid];
         for (int dd = warp; dd < dn; dd += 8) { // B6: Σ_v h·dh of this chunk, per key column
             const bf16 *hs = sv.h + (ch * K + d0 + dd) * V, *dhs = w.dh + (ch * K + d0 + dd) * V;
             float sd = 0.0f;
             for (int j = lane; j < V; j += 32) sd += bf2f(hs[j]) * bf2f(dhs[j]);
             sd = warp_sum(sd);
-            if (lane == 0) hdh[dd] = sd;
+            if (lane == 0) m.hdh[dd] = sd;
         }
         __syncthreads();
+        finish_stage(m, n, dn, sc);
+        __syncthreads();
+        finish_between_blocks(m, n);
+        __syncthreads();
         for (int e = tid; e < MC * FT; e += 256) {
-            int r = e / FT, dd = e % FT; // a warp: one row r, consecutive key columns
-            if (r >= n) { // the whole warp
-                dgs[r][dd] = 0.0f, pb[r][dd] = 0.0f;
-                continue;
-            }
-            float pbeta = 0.0f;
-            if (dd < dn) {
-                float gr = gs[r][dd], qr = qs[r][dd], kr = ks[r][dd];
+            int r = e / FT, dd = e % FT; // a half-warp: one row r, consecutive key columns
+            float pbeta = 0.0f, dg = 0.0f, pbv = 0.0f;
+            if (r < n && dd < dn) {
+                float gr = m.gs[r][dd], qr = m.qs[r][dd], kr = m.ks[r][dd];
+                int I0 = r & ~15, rho = I0 + 15, jend = min(rho, n - 1);
                 float X = 0.0f, Y = 0.0f, Z = 0.0f;
-                for (int j = 0; j <= r; j++) { // B9, row side: exponents Γ_r − Γ_j ≤ 0
-                    float ek = ks[j][dd] * expf(gr - gs[j][dd]);
-                    X += dLs[r][j] * ek;
-                    Y += dAs[r][j] * ek;
+                for (int j = I0; j <= r; j++) { // B9 inside the block, row side
+                    float ek = m.ks[j][dd] * expf(gr - m.gs[j][dd]);
+                    X += pair_l(m, r, j) * ek;
+                    Y += pair_a(m, r, j) * ek;
                 }
-                for (int j = r; j < n; j++) // B9, column side: exponents Γ_j − Γ_r ≤ 0
-                    Z += (dLs[j][r] * betas[j] * ks[j][dd] + dAs[j][r] * sc * qs[j][dd]) * expf(gs[j][dd] - gr);
+                if (I0 > 0) {
+                    float e0 = expf(gr - m.gs[I0][dd]);
+                    X += e0 * m.Xs[r][dd], Y += e0 * m.Ys[r][dd];
+                }
+                for (int j = r; j <= jend; j++) // B9 inside the block, column side
+                    Z += (pair_l(m, j, r) * m.betas[j] * m.ks[j][dd] + pair_a(m, j, r) * sc * m.qs[j][dd]) *
+                         expf(m.gs[j][dd] - gr);
+                if (rho < n - 1) Z += expf(m.gs[rho][dd] - gr) * m.Zs[r][dd];
                 size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
-                float eg = expf(gr), egl = expf(gl[dd] - gr), be = betas[r];
+                float eg = expf(gr), egl = expf(m.gl[dd] - gr), be = m.betas[r];
                 float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
                 w.dQ[i] = dqg * eg + sc * Y;
                 w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
-                dgs[r][dd] = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
-                pb[r][dd] = dkd * kr * egl; // B5 term of the last row's dΓ
+                dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
+                pbv = dkd * kr * egl; // B5 term of the last row's dΓ
                 pbeta = kr * eg * gm + kr * X;
-            } else {
-                dgs[r][dd] = 0.0f, pb[r][dd] = 0.0f;
             }
-            pbeta = warp_sum(pbeta);
-            if (lane == 0) dbeta[r] += pbeta;
+            m.dgs[r][dd] = dg, m.pb[r][dd] = pbv;
+#pragma unroll
+            for (int o = FT / 2; o > 0; o >>= 1) pbeta += __shfl_xor_sync(0xffffffffu, pbeta, o);
+            if (dd == 0 && r < n) m.dbeta[r] += pbeta;
         }
         __syncthreads();
-        if (tid < dn) { // B5 + B6 land on the last row; B10 reverse cumsum: dgs becomes dα
-            float add = 0.0f;
-            for (int r = 0; r < n; r++) add += pb[r][tid];
-            add += expf(gl[tid]) * hdh[tid];
-            float acc = 0.0f;
-            for (int r = n - 1; r >= 0; r--) {
-                acc += r == n - 1 ? dgs[r][tid] + add : dgs[r][tid];
-                dgs[r][tid] = acc;
+        for (int dd = warp; dd < dn; dd += 8) { // B5 + B6 land on the last row; B10 reverse cumsum: dgs
+            // becomes dα. A lane holds rows lane and lane + 32 (rows past n are zeros).
+            float add = warp_sum(m.pb[lane][dd] + m.pb[lane + 32][dd]) + expf(m.gl[dd]) * m.hdh[dd];
+            float a0 = m.dgs[lane][dd], a1 = m.dgs[lane + 32][dd];
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                float t0 = __shfl_down_sync(0xffffffffu, a0, o), t1 = __shfl_down_sync(0xffffffffu, a1, o);
+                if (lane + o < 32) a0 += t0, a1 += t1;
             }
+            a0 += __shfl_sync(0xffffffffu, a1, 0);
+            if (lane < n) m.dgs[lane][dd] = a0 + add;
+            if (lane + 32 < n) m.dgs[lane + 32][dd] = a1 + add;
         }
         __syncthreads();
         for (int e = tid; e < MC * FT; e += 256) { // gate backward, every (row, column) at once
@@ -229,29 +442,28 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
             if (r < n && dd < dn) {
                 size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
                 float z = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
-                float alpha = -eA * softplus20(z), da = dgs[r][dd];
+                float alpha = -eA * softplus20(z), da = m.dgs[r][dd];
                 dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
                 df[i] = f2bf(dz);
                 dal = da * alpha;
             }
-            pb[r][dd] = dz, qs[r][dd] = dal;
+            m.pb[r][dd] = dz, m.qs[r][dd] = dal;
         }
         __syncthreads();
-        if (tid < dn) { // per-chunk partials of ddt_bias and dA_log, rows in reverse order
-            float ddt = 0.0f, dAl = 0.0f;
-            for (int r = n - 1; r >= 0; r--) ddt += pb[r][tid], dAl += qs[r][tid];
-            w.pdt[ch * K + d0 + tid] = ddt;
-            dApart[tid] = dAl;
+        for (int dd = warp; dd < dn; dd += 8) { // per-chunk partials of ddt_bias and dA_log
+            float ddt = warp_sum(m.pb[lane][dd] + m.pb[lane + 32][dd]);
+            float dAl = warp_sum(m.qs[lane][dd] + m.qs[lane + 32][dd]);
+            if (lane == 0) w.pdt[ch * K + d0 + dd] = ddt, m.dApart[dd] = dAl;
         }
         __syncthreads();
         if (tid == 0)
-            for (int dd = 0; dd < dn; dd++) dA_total += dApart[dd];
+            for (int dd = 0; dd < dn; dd++) dA_total += m.dApart[dd];
     }
     __syncthreads();
     if (tid == 0) w.pA[ch] = dA_total;
     if (tid < n) {
-        float be = betas[tid];
-        db[kda_row(s, b, c, h, tid)] = f2bf(dbeta[tid] * be * (1.0f - be));
+        float be = m.betas[tid];
+        db[kda_row(s, b, c, h, tid)] = f2bf(m.dbeta[tid] * be * (1.0f - be));
     }
     // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector
     for (int r = warp; r < n; r += 8) {
@@ -328,33 +540,16 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     else launch_scan<8>(kda_scan_bwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
     CU_LAUNCHED();
     // D3
-    g.N = K, g.out_ld = K, g.t[0].Kd = V;
-    g.t[0].A = kv_tok(dO, 0, V, 0), g.t[0].B = kv_state(sv.h, K, V, 1), g.t[0].alpha = s.scale, g.out = w.dQ;
-    kda_chunk_gemm(s, g); // dQg = s·dO·hᵀ
-    g.t[0].A = kv_tok(sv.Vn, 0, V, 0), g.t[0].B = kv_state(w.dh, K, V, 1), g.t[0].alpha = 1.0f, g.out = w.dK;
-    kda_chunk_gemm(s, g); // dKd = Vn·dhᵀ
-    g.t[0].A = kv_tok(w.dVn, 1, V, 0), g.t[0].B = kv_state(sv.h, K, V, 1), g.t[0].alpha = -1.0f, g.out = w.dWm;
-    kda_chunk_gemm(s, g); // dWm = −dVn·hᵀ
-    kgemm g2 = {};
-    g2.nterms = 2, g2.M = C, g2.N = C, g2.out = w.dT, g2.out_f32 = 1, g2.out_ld = C, g2.mask = KMASK_NONE;
-    g2.t[0].A = kv_tok(w.dVn, 1, V, 0), g2.t[0].B = kv_tok(sv.vb, 0, V, 1), g2.t[0].Kd = V, g2.t[0].alpha = 1.0f;
-    g2.t[1].A = kv_tok(w.dWm, 1, K, 0), g2.t[1].B = kv_tok(sv.kb, 0, K, 1), g2.t[1].Kd = K, g2.t[1].alpha = 1.0f;
-    kda_chunk_gemm(s, g2); // dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
-    g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].Kd = C, g.t[0].alpha = 1.0f;
-    g.t[0].B = kv_tok(w.dVn, 1, V, 0), g.N = V, g.out_ld = V, g.out = w.dBV;
-    kda_chunk_gemm(s, g); // dBV = Tinvᵀ·dVn
-    g.t[0].B = kv_tok(w.dWm, 1, K, 0), g.N = K, g.out_ld = K, g.out = w.Gm;
-    kda_chunk_gemm(s, g); // G = Tinvᵀ·dWm
-    g.t[0].A = kv_tok(w.dT, 1, C, 0), g.t[0].B = kv_tok(sv.Tinv, 0, C, 1), g.N = C, g.out_ld = C, g.out = w.Xc;
-    kda_chunk_gemm(s, g); // Xc = dTinv·Tinvᵀ
-    g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].B = kv_tok(w.Xc, 1, C, 0), g.t[0].alpha = -1.0f;
-    g.out = w.dL, g.mask = KMASK_STRICT;
-    kda_chunk_gemm(s, g); // dL = strictly_lower(−Tinvᵀ·Xc)   (overwrites dTinv, no longer needed)
-    g.t[0].A = kv_tok(dO, 0, V, 0), g.t[0].B = kv_tok(sv.Vn, 0, V, 1), g.t[0].Kd = V, g.t[0].alpha = 1.0f;
-    g.out = w.dA, g.mask = KMASK_LOWER;
-    kda_chunk_gemm(s, g); // dAqk = tril(dO·Vnᵀ)
+    size_t d3smem = d3_layout_of(s).bytes;
+    if (kda_fused_fits(d3smem)) {
+        CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
+        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w);
+        CU_LAUNCHED();
+    } else {
+        d3_chunk_gemms(s, sv, dO, w);
+    }
     // D4
-    smem = finish_smem();
+    smem = sizeof(finish_smem);
     CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
         s, sv, (const bf16 *)v, (const bf16 *)f, (const bf16 *)A_log, (const bf16 *)dt_bias, w, (bf16 *)dq,

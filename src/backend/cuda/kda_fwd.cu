@@ -3,15 +3,17 @@
 //             α = −e^{A_log}·softplus(f + dt_bias) (fp32), and the bf16 GEMM operands
 //             q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ, β·v
 //   2. intra  (per chunk): Aqk (bf16, scaled), L (fp32), Tinv = (I+L)^-1 in fp32 by 16×16
-//             blocks (forward substitution on the diagonal blocks; bf16 store)
-//   3. WY     (chunk GEMMs): Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16)
+//             blocks (forward substitution on the diagonal blocks; bf16 store), and in the
+//   3.        same kernel the WY factors Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16)
 //   4. scan   (sequential over chunks, one block per (b, h, 16 value columns)): state S in
 //             fp32; snapshot h = bf16(S); Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
 //   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
 // Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these for the backward.
 // Generation (cu_kda_fwd_chunked_state): the scan may start from a given fp32 state and hand
 // back the final one ([B,H,K,V], in place); the backward assumes a zero initial state.
-#include "backend/cuda/kda_cuda.cuh"
+#include <stdlib.h>
+
+#include "backend/cuda/kda_tile.cuh"
 
 size_t cu_kda_saved_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
@@ -81,8 +83,15 @@ kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict_
     }
 }
 
-// ---- 2. intra: grid (NT, H, B), 256 threads ----
-enum { DT = 32 };
+// ---- 2+3. intra and WY: grid (NT, H, B), 256 threads, dynamic shared memory ----
+// Aqk_rj = s·Σ_d q_r k_j e^{Γ_r−Γ_j} and L_rj = β_r·Σ_d k_r k_j e^{Γ_r−Γ_j} (j ≤ r; exponents ≤ 0),
+// by 16-row blocks: pairs inside a diagonal block term by term (fp32); a block I below the
+// diagonal through its first row I0, e^{Γ_r−Γ_j} = e^{Γ_r−Γ_I0}·e^{Γ_I0−Γ_j} (both ≤ 1), as
+// products on tensor cores of (q or k)⊙e^{Γ−Γ_I0} and k⊙e^{Γ_I0−Γ} (bf16 hi + lo pairs,
+// kda_tile.cuh), over key slices of DT columns. Then Tinv = (I+L)^-1 in fp32 by 16×16 blocks
+// (forward substitution on the diagonal blocks), stored bf16, and the WY factors from the stored
+// Tinv: Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v) (the products kda_chunk_gemm would give).
+enum { DT = 32, DTP = DT + 1, DOP = DT + 8, IMP = KDA_MAX_C + 4, IXP = KDA_MAX_C + 1, IOR = 96 };
 
 // p = r(r+1)/2 + j with 0 ≤ j ≤ r: false when p ≥ np
 __device__ __forceinline__ bool tri_pair(int p, int np, int *r, int *j) {
@@ -94,104 +103,212 @@ __device__ __forceinline__ bool tri_pair(int p, int np, int *r, int *j) {
     return true;
 }
 
-__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
-    __shared__ float buf[3 * KDA_MAX_C * (DT + 1)]; // q,k,Γ slices; later X = Tinv [64][65] + Y
-    __shared__ float Ls[KDA_MAX_C][KDA_MAX_C + 1];
-    static_assert(3 * KDA_MAX_C * (DT + 1) >= KDA_MAX_C * (KDA_MAX_C + 1) + 3 * 256, "X and Y fit in buf");
-    float(*qs)[DT + 1] = (float(*)[DT + 1])buf;
-    float(*ks)[DT + 1] = (float(*)[DT + 1])(buf + KDA_MAX_C * (DT + 1));
-    float(*gs)[DT + 1] = (float(*)[DT + 1])(buf + 2 * KDA_MAX_C * (DT + 1));
-    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int n = min(s.C, s.T - c * s.C), K = s.K, C = s.C;
+struct intra_slice { // one key slice
+    float qs[KDA_MAX_C][DTP], ks[KDA_MAX_C][DTP], gs[KDA_MAX_C][DTP];
+    bf16 qth[KDA_MAX_C][DOP], qtl[KDA_MAX_C][DOP]; // q⊙e^{Γ−Γ_I0(r)}
+    bf16 kth[KDA_MAX_C][DOP], ktl[KDA_MAX_C][DOP]; // k⊙e^{Γ−Γ_I0(r)}
+    bf16 krh[IOR][DOP], krl[IOR][DOP];             // k⊙e^{Γ_I0−Γ}: block I = 1, 2, 3 at rows 0, 16, 48
+};
+struct intra_inv { float X[KDA_MAX_C][IXP], Y[3 * 256]; };
+
+struct intra_layout {
+    int KP, VP, pk, pv, pf;
+    size_t tinv, kb, vb, F, region, af, lf, bytes; // tinv..F: offsets inside the union region
+};
+
+static __host__ __device__ inline intra_layout intra_layout_of(const kda_shape &s) {
+    intra_layout L;
+    L.KP = pad16(s.K), L.VP = pad16(s.V), L.pk = L.KP + 8, L.pv = L.VP + 8;
+    L.pf = (L.KP > L.VP ? L.KP : L.VP) + 4;
+    size_t a = sizeof(intra_slice), b = (sizeof(intra_inv) + 127) & ~(size_t)127;
+    L.tinv = b;
+    L.kb = L.tinv + (size_t)KDA_MAX_C * (KDA_MAX_C + 8) * sizeof(bf16);
+    L.vb = L.kb + (((size_t)KDA_MAX_C * L.pk * sizeof(bf16) + 127) & ~(size_t)127);
+    L.F = L.vb + (((size_t)KDA_MAX_C * L.pv * sizeof(bf16) + 127) & ~(size_t)127);
+    size_t c = L.F + (size_t)KDA_MAX_C * L.pf * sizeof(float);
+    L.region = 0;
+    size_t u = a > c ? a : c;
+    L.af = (u + 127) & ~(size_t)127;
+    L.lf = L.af + (size_t)KDA_MAX_C * IMP * sizeof(float);
+    L.bytes = L.lf + (size_t)KDA_MAX_C * IMP * sizeof(float);
+    return L;
+}
+
+__device__ __forceinline__ int kr_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 : 48; }
+
+// The slice [d0, d0+DT) of q, k, Γ (fp32) and the scaled operands of the between-block products.
+__device__ void intra_stage(intra_slice &m, const kda_shape &s, const kda_saved &sv, int b, int c, int h, int n,
+                            int d0) {
+    int K = s.K;
+    for (int e = threadIdx.x; e < KDA_MAX_C * DT; e += blockDim.x) {
+        int r = e / DT, dd = e % DT, d = d0 + dd;
+        bool ok = r < n && d < K;
+        size_t i = ok ? kda_row(s, b, c, h, r) * K + d : 0;
+        m.qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
+        m.ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
+        m.gs[r][dd] = ok ? sv.G[i] : 0.0f;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < KDA_MAX_C * DT; e += blockDim.x) {
+        int r = e / DT, dd = e % DT, I0 = r & ~15;
+        float ex = r < n ? expf(m.gs[r][dd] - m.gs[I0][dd]) : 0.0f;
+        bf16 hq = f2bf(m.qs[r][dd] * ex), hk = f2bf(m.ks[r][dd] * ex);
+        m.qth[r][dd] = hq, m.qtl[r][dd] = f2bf(m.qs[r][dd] * ex - bf2f(hq));
+        m.kth[r][dd] = hk, m.ktl[r][dd] = f2bf(m.ks[r][dd] * ex - bf2f(hk));
+    }
+    for (int e = threadIdx.x; e < IOR * DT; e += blockDim.x) {
+        int t = e / DT, dd = e % DT, I = t < 16 ? 1 : t < 48 ? 2 : 3, j = t - kr_row0(I), I0 = 16 * I;
+        float x = I0 < n ? m.ks[j][dd] * expf(m.gs[I0][dd] - m.gs[j][dd]) : 0.0f;
+        bf16 hx = f2bf(x);
+        m.krh[t][dd] = hx, m.krl[t][dd] = f2bf(x - bf2f(hx));
+    }
+}
+
+// Tinv = (I+L)^-1 (unit lower triangular; rows and columns past n are those of I) in 16×16
+// blocks: the four diagonal blocks by forward substitution (64 threads, one column each), then
+// the off-diagonal blocks one block diagonal at a time, X_ij = −X_ii·Σ_{k=j..i−1} L_ik·X_kj.
+__device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
     int tid = threadIdx.x;
-    // the chunk's lower-triangle pairs (r, j ≤ r), p = r(r+1)/2 + j, spread over the threads
-    enum { NPAIR = KDA_MAX_C * (KDA_MAX_C + 1) / 2, PPT = (NPAIR + 255) / 256 };
-    float aa[PPT], al[PPT];
-#pragma unroll
-    for (int x = 0; x < PPT; x++) aa[x] = al[x] = 0.0f;
-    for (int d0 = 0; d0 < K; d0 += DT) {
-        for (int e = tid; e < KDA_MAX_C * DT; e += 256) {
-            int r = e / DT, dd = e % DT, d = d0 + dd;
-            bool ok = r < n && d < K;
-            size_t i = ok ? kda_row(s, b, c, h, r) * K + d : 0;
-            qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
-            ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
-            gs[r][dd] = ok ? sv.G[i] : 0.0f;
-        }
-        __syncthreads();
-        int dn = min(DT, K - d0);
-#pragma unroll
-        for (int x = 0; x < PPT; x++) {
-            int r, j;
-            if (!tri_pair(tid + 256 * x, NPAIR, &r, &j) || r >= n) continue;
-            float sa = 0.0f, sl = 0.0f;
-            for (int dd = 0; dd < dn; dd++) {
-                float e = expf(gs[r][dd] - gs[j][dd]); // j ≤ r: exponent ≤ 0
-                float kj = ks[j][dd];
-                sa += qs[r][dd] * kj * e;
-                sl += ks[r][dd] * kj * e;
-            }
-            aa[x] += sa, al[x] += sl;
-        }
-        __syncthreads();
-    }
-    // Aqk (bf16, every column of the row written: zeros above the diagonal) and L in shared memory
-    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += 256) {
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
         int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
-        Ls[r][j] = 0.0f;
-        if (r < n && j > r && j < C) sv.Aqk[kda_row(s, b, c, h, r) * C + j] = f2bf(0.0f);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int x = 0; x < PPT; x++) {
-        int r, j;
-        if (!tri_pair(tid + 256 * x, NPAIR, &r, &j) || r >= n) continue;
-        size_t row = kda_row(s, b, c, h, r);
-        sv.Aqk[row * C + j] = f2bf(s.scale * aa[x]);
-        if (j < r) Ls[r][j] = sv.beta[row] * al[x];
-    }
-    __syncthreads();
-    // Tinv = (I+L)^-1, unit lower triangular, in 16×16 blocks (rows and columns past n are those of
-    // I): the four diagonal blocks by forward substitution (64 threads, one column each), then the
-    // off-diagonal blocks one block diagonal at a time, X_ij = −X_ii·Σ_{k=j..i−1} L_ik·X_kj.
-    float(*X)[KDA_MAX_C + 1] = (float(*)[KDA_MAX_C + 1])buf;
-    float *Y = buf + KDA_MAX_C * (KDA_MAX_C + 1); // 3 blocks of 16×16
-    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += 256) {
-        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
-        X[r][j] = r == j ? 1.0f : 0.0f;
+        v.X[r][j] = r == j ? 1.0f : 0.0f;
     }
     __syncthreads();
     if (tid < KDA_MAX_C) {
         int j = tid, rend = (j / 16 + 1) * 16;
         for (int r = j + 1; r < rend; r++) {
             float acc = 0.0f;
-            for (int m = j; m < r; m++) acc += Ls[r][m] * X[m][j];
-            X[r][j] = -acc;
+            for (int m = j; m < r; m++) acc += Ls[r][m] * v.X[m][j];
+            v.X[r][j] = -acc;
         }
     }
     for (int st = 1; st < 4; st++) {
         int np = 4 - st; // block pairs (i, j) = (p + st, p), p < np
         __syncthreads();
-        for (int e = tid; e < np * 256; e += 256) {
+        for (int e = tid; e < np * 256; e += blockDim.x) {
             int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, row = (p + st) * 16 + rr, col = p * 16 + cc;
             float acc = 0.0f;
-            for (int m = p * 16; m < (p + st) * 16; m++) acc += Ls[row][m] * X[m][col];
-            Y[e] = acc;
+            for (int m = p * 16; m < (p + st) * 16; m++) acc += Ls[row][m] * v.X[m][col];
+            v.Y[e] = acc;
         }
         __syncthreads();
-        for (int e = tid; e < np * 256; e += 256) {
+        for (int e = tid; e < np * 256; e += blockDim.x) {
             int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i0 = (p + st) * 16;
             float acc = 0.0f;
 #pragma unroll
-            for (int m = 0; m < 16; m++) acc += X[i0 + rr][i0 + m] * Y[(p << 8) + m * 16 + cc];
-            X[i0 + rr][p * 16 + cc] = -acc;
+            for (int m = 0; m < 16; m++) acc += v.X[i0 + rr][i0 + m] * v.Y[(p << 8) + m * 16 + cc];
+            v.X[i0 + rr][p * 16 + cc] = -acc;
         }
     }
     __syncthreads();
-    for (int e = tid; e < n * C; e += 256) {
-        int r = e / C, j = e % C;
-        sv.Tinv[kda_row(s, b, c, h, r) * C + j] = f2bf(X[r][j]);
+}
+
+__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char intra_raw[];
+    const intra_layout L = intra_layout_of(s);
+    intra_slice &m = *(intra_slice *)intra_raw;
+    float(*AF)[IMP] = (float(*)[IMP])(intra_raw + L.af);
+    float(*LF)[IMP] = (float(*)[IMP])(intra_raw + L.lf);
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C;
+    int tid = threadIdx.x, warp = tid >> 5;
+    // pairs inside the four diagonal blocks: p = 136·block + r(r+1)/2 + j
+    enum { NPAIR = 4 * 136, PPT = (NPAIR + 255) / 256 };
+    float aa[PPT], al[PPT];
+#pragma unroll
+    for (int x = 0; x < PPT; x++) aa[x] = al[x] = 0.0f;
+    // between-block tiles: task t < 12 → (Aqk or L, block I, column tile jt < I)
+    tacc acc[2];
+    wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
+    for (int e = tid; e < KDA_MAX_C * IMP; e += blockDim.x) (&AF[0][0])[e] = 0.0f, (&LF[0][0])[e] = 0.0f;
+    for (int d0 = 0; d0 < K; d0 += DT) {
+        __syncthreads();
+        intra_stage(m, s, sv, b, c, h, n, d0);
+        __syncthreads();
+#pragma unroll
+        for (int x = 0; x < PPT; x++) {
+            int p = tid + 256 * x, rr, jj;
+            if (p >= NPAIR || !tri_pair(p % 136, 136, &rr, &jj)) continue;
+            int r = (p / 136) * 16 + rr, j = (p / 136) * 16 + jj;
+            if (r >= n) continue;
+            float sa = 0.0f, sl = 0.0f;
+            for (int dd = 0; dd < DT; dd++) {
+                float e = expf(m.gs[r][dd] - m.gs[j][dd]); // j ≤ r: exponent ≤ 0
+                float kj = m.ks[j][dd];
+                sa += m.qs[r][dd] * kj * e;
+                sl += m.ks[r][dd] * kj * e;
+            }
+            aa[x] += sa, al[x] += sl;
+        }
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            int t = warp + 8 * x;
+            if (t >= 12) continue;
+            int idx = t % 6, I = idx == 0 ? 1 : idx < 3 ? 2 : 3, jt = idx == 0 ? 0 : idx < 3 ? idx - 1 : idx - 3;
+            int I0 = 16 * I;
+            if (I0 >= n) continue;
+            smat A = t < 6 ? smat{&m.qth[I0][0], &m.qtl[I0][0], DOP} : smat{&m.kth[I0][0], &m.ktl[I0][0], DOP};
+            smat B = {&m.krh[kr_row0(I) + 16 * jt][0], &m.krl[kr_row0(I) + 16 * jt][0], DOP};
+            tterm tt = {A, B, false, true, DT, 1.0f};
+            tile_mma<false, true>(acc[x], tt, 0, 0);
+        }
     }
+    __syncthreads();
+#pragma unroll
+    for (int x = 0; x < 2; x++) {
+        int t = warp + 8 * x;
+        if (t >= 12) continue;
+        int idx = t % 6, I = idx == 0 ? 1 : idx < 3 ? 2 : 3, jt = idx == 0 ? 0 : idx < 3 ? idx - 1 : idx - 3;
+        float(*D)[IMP] = t < 6 ? AF : LF;
+        wmma::store_matrix_sync(&D[16 * I][16 * jt], acc[x], IMP, wmma::mem_row_major);
+    }
+#pragma unroll
+    for (int x = 0; x < PPT; x++) {
+        int p = tid + 256 * x, rr, jj;
+        if (p >= NPAIR || !tri_pair(p % 136, 136, &rr, &jj)) continue;
+        int r = (p / 136) * 16 + rr, j = (p / 136) * 16 + jj;
+        AF[r][j] = aa[x], LF[r][j] = al[x];
+    }
+    __syncthreads();
+    // Aqk (bf16, every column of the row written: zeros above the diagonal); L = β_r·(k k) below it
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
+        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
+        float be = r < n ? sv.beta[kda_row(s, b, c, h, r)] : 0.0f;
+        if (r < n && j < C) sv.Aqk[kda_row(s, b, c, h, r) * C + j] = f2bf(j <= r && j < n ? s.scale * AF[r][j] : 0.0f);
+        LF[r][j] = j < r && r < n ? be * LF[r][j] : 0.0f;
+    }
+    __syncthreads();
+    intra_inv &v = *(intra_inv *)intra_raw; // the slice buffers are no longer read
+    intra_invert(v, LF);
+    // Tinv: bf16 to the saved buffer and, as stored (rows ≥ n zero), to shared memory for the WY products
+    smat mT = {(bf16 *)(intra_raw + L.tinv), NULL, KDA_MAX_C + 8};
+    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
+        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
+        bf16 x = f2bf(r < n && j < C ? v.X[r][j] : 0.0f);
+        mT.hi[r * mT.ld + j] = x;
+        if (r < n && j < C) sv.Tinv[kda_row(s, b, c, h, r) * C + j] = x;
+    }
+    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
+    smat mkb = {(bf16 *)(intra_raw + L.kb), NULL, L.pk}, mvb = {(bf16 *)(intra_raw + L.vb), NULL, L.pv};
+    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP);
+    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
+    float *F = (float *)(intra_raw + L.F);
+    int CC = pad16(C);
+    __syncthreads();
+    {
+        tterm wm[1] = {{mT, mkb, false, false, CC, 1.0f}};
+        tile_gemm<false, false>(F, L.pf, CC, L.KP, wm, KMASK_NONE);
+    }
+    __syncthreads();
+    tile_store_bf16(sv.Wm + row0 * K, rsK, F, L.pf, n, K);
+    __syncthreads();
+    {
+        tterm um[1] = {{mT, mvb, false, false, CC, 1.0f}};
+        tile_gemm<false, false>(F, L.pf, CC, L.VP, um, KMASK_NONE);
+    }
+    __syncthreads();
+    tile_store_bf16(sv.Um + row0 * V, rsV, F, L.pf, n, V);
 }
 
 // ---- 4. state scan: grid (ceil(V/VT), H, B), 256 threads, dynamic shared memory ----
@@ -297,15 +414,13 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
                                                  (const bf16 *)f, (const bf16 *)b, (const bf16 *)A_log,
                                                  (const bf16 *)dt_bias, sv);
     CU_LAUNCHED();
-    kda_intra_kernel<<<grid, 256, 0, cu_stream>>>(s, sv);
+    size_t ismem = intra_layout_of(s).bytes;
+    KDA_CHECK(kda_fused_fits(ismem) || getenv("KDA_CORE_UNFUSED"),
+              "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
+              "allows less (smaller heads fit: K=32 V=64 needs 96 KiB)", s.K, s.V, ismem);
+    CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
+    kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
-    kgemm g = {};
-    g.nterms = 1, g.M = s.C, g.mask = KMASK_NONE, g.out_f32 = 0;
-    g.t[0].A = kv_tok(sv.Tinv, 0, s.C, 0), g.t[0].Kd = s.C, g.t[0].alpha = 1.0f;
-    g.t[0].B = kv_tok(sv.kb, 0, s.K, 0), g.N = s.K, g.out = sv.Wm, g.out_ld = s.K;
-    kda_chunk_gemm(s, g); // Wm = Tinv·kb
-    g.t[0].B = kv_tok(sv.vb, 0, s.V, 0), g.N = s.V, g.out = sv.Um, g.out_ld = s.V;
-    kda_chunk_gemm(s, g); // Um = Tinv·vb
     size_t smem = scan_smem::bytes(s.K, s.C);
     int ku = (s.K + 15) / 16;
     if (ku <= 1) launch_scan<1>(kda_scan_fwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);

@@ -8,6 +8,8 @@
 // bf16/fp32, transposes, token rows past the sequence end (zeros) and state snapshots all go
 // through the same code.
 #include <mma.h>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
 #include "backend/cuda/kda_cuda.cuh"
@@ -187,4 +189,16 @@ void kda_chunk_gemm(const kda_shape &s, const kgemm &g) {
     KDA_CHECK((size_t)s.B * tiles <= 65535, "KDA batch %d too large for the chunk GEMM grid", s.B);
     chunk_gemm_kernel<<<dim3(s.NT, s.H, s.B * tiles), 256, 0, cu_stream>>>(s, g, tiles_n, tiles);
     CU_LAUNCHED();
+}
+
+bool kda_fused_fits(size_t smem_bytes) {
+    static int limit = -1;
+    if (limit < 0) {
+        const char *e = getenv("KDA_CORE_UNFUSED");
+        int dev = 0, optin = 0;
+        CU_CHECK(cudaGetDevice(&dev));
+        CU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        limit = e && *e && strcmp(e, "0") ? 0 : optin;
+    }
+    return smem_bytes <= (size_t)limit;
 }

@@ -1,0 +1,197 @@
+// kda_tile.cuh — per-chunk matrices in shared memory and their products on tensor cores, for
+// the fused KDA kernels (one block of 256 threads = 8 warps per chunk; kda_cuda.cuh has the
+// layouts in global memory).
+//
+// A matrix operand lives in shared memory as bf16, row-major with a row pitch that is a
+// multiple of 8 elements: 'hi' holds bf16(x) and, for a matrix with fp32 values, 'lo' holds
+// bf16(x − hi), so that the pair keeps ~16 bits. A product with a split operand is then two or
+// three bf16 MMAs (hi·hi, lo·hi, hi·lo), accumulated in fp32, exactly as kda_gemm.cu does: the
+// fused kernels give the same bits as the chunk GEMMs they replace. Results are fp32 matrices
+// in shared memory (row pitch a multiple of 4). Every dimension is padded to a multiple of 16
+// with zeros, so padded rows and columns of a product are zero.
+#ifndef KDA_TILE_CUH
+#define KDA_TILE_CUH
+
+#include <mma.h>
+#include <type_traits>
+
+#include "backend/cuda/kda_cuda.cuh"
+
+struct smat {
+    bf16 *hi, *lo; // lo is NULL for a matrix of bf16 values
+    int ld;        // row pitch in elements (multiple of 8)
+};
+
+static inline __host__ __device__ int pad16(int x) { return (x + 15) & ~15; }
+
+// The threads of the block over a rows × nv grid of pieces without a division per piece: a
+// thread takes piece column q of rows r0, r0 + rstep, ... (false: this thread has none).
+struct tile_walk {
+    int r0, q, rstep;
+    __device__ __forceinline__ bool init(int nv) {
+        rstep = blockDim.x / nv, r0 = threadIdx.x / nv, q = threadIdx.x - r0 * nv;
+        return r0 < rstep;
+    }
+};
+
+// Copies rows [0, rows_pad) × columns [0, cols_pad) of a chunk's token-major rows (row r at
+// src + r·rstride, only r < nrows and columns < ncols read; zeros elsewhere) into m as bf16
+// (hi and, when m.lo, the fp32 remainder). 16-byte reads where aligned. All threads call it.
+template <typename T>
+__device__ __forceinline__ void tile_load(smat m, const T *src, size_t rstride, int nrows, int ncols, int rows_pad,
+                                          int cols_pad) {
+    constexpr int W = 8;
+    bool vec = (rstride % (16 / sizeof(T))) == 0 && ((uintptr_t)src & 15) == 0 && ncols % W == 0;
+    tile_walk w;
+    if (!w.init(cols_pad / W)) return;
+    int q = w.q * W;
+    for (int r = w.r0; r < rows_pad; r += w.rstep) {
+        float x[W];
+        const T *p = src + (size_t)r * rstride + q;
+        if (vec && r < nrows && q + W <= ncols) {
+            if (sizeof(T) == 4) {
+                load16((const float *)p, x), load16((const float *)p + 4, x + 4);
+            } else {
+                load16((const bf16 *)p, x);
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < W; t++) x[t] = (r < nrows && q + t < ncols) ? tof(p[t]) : 0.0f;
+        }
+        __align__(16) bf16 hv[W];
+#pragma unroll
+        for (int t = 0; t < W; t++) hv[t] = f2bf(x[t]);
+        *(uint4 *)&m.hi[r * m.ld + q] = *(const uint4 *)hv;
+        if (m.lo) {
+#pragma unroll
+            for (int t = 0; t < W; t++) hv[t] = f2bf(x[t] - bf2f(hv[t]));
+            *(uint4 *)&m.lo[r * m.ld + q] = *(const uint4 *)hv;
+        }
+    }
+}
+
+// m (hi, and lo when set) ← the fp32 shared matrix F (pitch ldf, a multiple of 4), rows × cols
+// (padded sizes, cols a multiple of 8), 8 values at a time.
+__device__ __forceinline__ void tile_split(smat m, const float *F, int ldf, int rows, int cols) {
+    tile_walk w;
+    if (!w.init(cols / 8)) return;
+    int q = w.q * 8;
+    for (int r = w.r0; r < rows; r += w.rstep) {
+        float x[8];
+        load16(F + (size_t)r * ldf + q, x), load16(F + (size_t)r * ldf + q + 4, x + 4);
+        __align__(16) bf16 hv[8];
+#pragma unroll
+        for (int t = 0; t < 8; t++) hv[t] = f2bf(x[t]);
+        *(uint4 *)&m.hi[r * m.ld + q] = *(const uint4 *)hv;
+        if (m.lo) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) hv[t] = f2bf(x[t] - bf2f(hv[t]));
+            *(uint4 *)&m.lo[r * m.ld + q] = *(const uint4 *)hv;
+        }
+    }
+}
+
+// One term of a product: alpha · op(A) · op(B), op(X) = Xᵀ when the flag is set (the stored
+// matrix is then read through col_major fragments), inner size Kd (multiple of 16).
+struct tterm {
+    smat A, B;
+    bool ta, tb;
+    int Kd;
+    float alpha;
+};
+
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> tacc;
+
+// part += op(A)[i0..i0+15, :] · op(B)[:, j0..j0+15] over the inner size, in the order of kda_gemm.cu.
+template <bool TA, bool TB>
+__device__ __forceinline__ void tile_mma(tacc &part, const tterm &t, int i0, int j0) {
+    using namespace nvcuda;
+    typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
+    typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
+    for (int kk = 0; kk < t.Kd; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
+        size_t ao = TA ? (size_t)kk * t.A.ld + i0 : (size_t)i0 * t.A.ld + kk;
+        size_t bo = TB ? (size_t)j0 * t.B.ld + kk : (size_t)kk * t.B.ld + j0;
+        wmma::load_matrix_sync(ah, t.A.hi + ao, t.A.ld);
+        if (t.A.lo) wmma::load_matrix_sync(al, t.A.lo + ao, t.A.ld);
+        wmma::load_matrix_sync(bh, t.B.hi + bo, t.B.ld);
+        wmma::mma_sync(part, ah, bh, part);
+        if (t.A.lo) wmma::mma_sync(part, al, bh, part);
+        if (t.B.lo) {
+            wmma::load_matrix_sync(bl, t.B.lo + bo, t.B.ld);
+            wmma::mma_sync(part, ah, bl, part);
+        }
+    }
+}
+
+// F (fp32, pitch ldf, M×N padded) = Σ_terms alpha·op(A)·op(B) (every term read through the same
+// transposes TA, TB), with KMASK_LOWER / KMASK_STRICT zeroing j > i / j ≥ i. The 16×16 output
+// tiles are spread over the warps. The caller synchronises before (operands written) and after
+// (F read).
+template <bool TA, bool TB, int NT>
+__device__ __forceinline__ void tile_gemm(float *F, int ldf, int M, int N, const tterm (&t)[NT], int mask) {
+    using namespace nvcuda;
+    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, tn = N >> 4;
+    for (int tile = warp; tile < (M >> 4) * tn; tile += nw) {
+        int ti = tile / tn, i0 = ti << 4, j0 = (tile - ti * tn) << 4;
+        tacc acc, part;
+        wmma::fill_fragment(acc, 0.0f);
+        if (mask == KMASK_NONE || j0 <= i0) // tiles wholly above the diagonal stay zero
+#pragma unroll
+            for (int x = 0; x < NT; x++) {
+                wmma::fill_fragment(part, 0.0f);
+                tile_mma<TA, TB>(part, t[x], i0, j0);
+                for (int e = 0; e < acc.num_elements; e++) acc.x[e] += t[x].alpha * part.x[e];
+            }
+        wmma::store_matrix_sync(F + (size_t)i0 * ldf + j0, acc, ldf, wmma::mem_row_major);
+        if (mask != KMASK_NONE && j0 == i0) { // the diagonal tile: this warp masks what it stored
+            __syncwarp();
+            int lane = threadIdx.x & 31;
+            for (int e = lane; e < 256; e += 32) {
+                int ii = e >> 4, jj = e & 15;
+                if (jj > ii || (mask == KMASK_STRICT && jj == ii)) F[(size_t)(i0 + ii) * ldf + j0 + jj] = 0.0f;
+            }
+            __syncwarp();
+        }
+    }
+}
+
+// Stores rows < nrows, columns < ncols of the fp32 shared matrix F to a chunk's token-major
+// fp32 rows (row r at dst + r·rstride). 16-byte stores where aligned.
+__device__ __forceinline__ void tile_store_f32(float *dst, size_t rstride, const float *F, int ldf, int nrows,
+                                               int ncols) {
+    bool vec = rstride % 4 == 0 && ((uintptr_t)dst & 15) == 0 && ncols % 4 == 0;
+    tile_walk w;
+    if (!w.init((ncols + 3) / 4)) return;
+    int q = w.q * 4;
+    for (int r = w.r0; r < nrows; r += w.rstep) {
+        const float *s = F + (size_t)r * ldf + q;
+        float *d = dst + (size_t)r * rstride + q;
+        if (vec) *(float4 *)d = *(const float4 *)s;
+        else
+            for (int t = 0; t < 4 && q + t < ncols; t++) d[t] = s[t];
+    }
+}
+
+// The same for bf16 destinations (8 values, one 16-byte store, where aligned).
+__device__ __forceinline__ void tile_store_bf16(bf16 *dst, size_t rstride, const float *F, int ldf, int nrows,
+                                                int ncols) {
+    bool vec = rstride % 8 == 0 && ((uintptr_t)dst & 15) == 0 && ncols % 8 == 0;
+    tile_walk w;
+    if (!w.init((ncols + 7) / 8)) return;
+    int q = w.q * 8;
+    for (int r = w.r0; r < nrows; r += w.rstep) {
+        const float *s = F + (size_t)r * ldf + q;
+        bf16 *d = dst + (size_t)r * rstride + q;
+        if (vec) {
+            float x[8];
+            load16(s, x), load16(s + 4, x + 4);
+            store16(d, x);
+        } else {
+            for (int t = 0; t < 8 && q + t < ncols; t++) d[t] = f2bf(s[t]);
+        }
+    }
+}
+
+#endif
