@@ -83,7 +83,8 @@ $(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c $(BUILD)/libkda.a $(wildcar
 DEVICE_DIR ?= build/cuda-device
 DEVICE_LIBS = -Wl,--as-needed $(MPI_LIBS) -Wl,-Bstatic -lyaml -lsnappy -Wl,-Bdynamic \
   -lopenblas -lpcre2-8 -ljansson -lzstd -lz -lm -lpthread $(CUDA_LIBS)
-CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,$(DEVICE_DIR)/%,$(wildcard tests/cuda/*.c)) $(DEVICE_DIR)/kda
+CUDA_DEVICE_BIN := $(patsubst tests/cuda/%.c,$(DEVICE_DIR)/%,$(wildcard tests/cuda/*.c)) $(DEVICE_DIR)/kda \
+  $(DEVICE_DIR)/dump_batches
 cuda-device-bins: $(CUDA_DEVICE_BIN)
 # Both sets the device scripts use: native Hopper code (build/cuda-device) and portable compute_80
 # PTX only (build/cuda-device-ptx80: the code path of A100-class cards, run on the H200).
@@ -93,6 +94,10 @@ device-bins:
 	tools/build_info.sh > build/cuda-device/BUILD_INFO
 	cp build/cuda-device/BUILD_INFO build/cuda-device-ptx80/BUILD_INFO
 $(DEVICE_DIR)/kda: $(BUILD)/src/cli/main.o $(BUILD)/libkda.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(DEVICE_LIBS)
+# the batches kda train consumes, for bench/parity_vs_fla.sh on the GPU machine
+$(DEVICE_DIR)/dump_batches: tests/tools/dump_batches.c $(BUILD)/libkda.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(DEVICE_LIBS)
 # bench_ops_cuda times with CUDA events (the runtime's C header)

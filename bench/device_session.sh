@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# device_session.sh a|b|k — one session's GPU measurements in device calls (each under the
+# device_session.sh a|b|k|f1|f2 — one session's GPU measurements in device calls (each under the
 # 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
 #   k: a KDA-core change: the device tests, the core with the fused kernels against the
 #      chunk-GEMM path (KDA_CORE_UNFUSED=1) in tests and speed, ncu per-kernel times of the
 #      core, and kda's side of bench/step_vs_fla.sh;
+#   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
+#      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
+#      against FLA and float64 on both builds;
 #   a: device tests on the native Hopper build and on the portable compute_80-PTX build, the
 #      KDA-core and op benchmarks, kda's side of bench/step_vs_fla.sh, recompute and portable-path
 #      steps, the largest micro-batches with selective recompute;
@@ -25,7 +28,38 @@ bench300() { # dir, label, extra --set options (k=v ...)
     timeout 120 "$1/kda" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
         --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|memory"
 }
+fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
+    mkdir -p $TRITON_CACHE_DIR
+    [ -f $N/triton_cache.tgz ] && tar xzf $N/triton_cache.tgz -C $TRITON_CACHE_DIR
+}
 case "$1" in
+f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
+    fla_env
+    STEPS=5 timeout 560 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA step table"
+    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    ;;
+f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps read 307k of the
+    # 316k tokens once), the previous build beside it; per-kernel step times; the KDA core
+    # against FLA and float64 on the native and the portable build
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-}" timeout 330 bash bench/parity_vs_fla.sh 2>&1 |
+        grep -vE "^\s*$" | tail -32
+    lap "loss parity vs FLA"
+    if command -v ncu >/dev/null; then
+        timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
+            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+            --steps 1 --warmup 1 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -40; lap "ncu per-kernel times"
+    fi
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    timeout 150 python3 tests/cuda/fla_kda_compare.py all $N 8 16 32 64 2>&1 | tail -14; lap "KDA core vs FLA (native)"
+    [ -d $P ] && timeout 90 python3 tests/cuda/fla_kda_compare.py all $P 16 32 2>&1 | tail -10 && lap "KDA core vs FLA (portable)"
+    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    ;;
 k)
     KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=200 KDA_DEVICE_LOG=device_log_native.txt \
         bash tests/cuda/run_device_tests.sh > /dev/null 2>&1

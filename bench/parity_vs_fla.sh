@@ -23,7 +23,8 @@
 # (/tmp/parity), SIZE (300M | tiny), DEVICE (cuda | cpu), STEPS (150), GB (16), MICRO (= GB),
 # SEQ (2048), TOL (0.003 = 0.3%), LR / MIN_LR / WARMUP / DECAY_ITERS (the recipe's; set on both
 # sides), KDA_SETS (extra `--set k=v ...` for kda train only), FLA_ARGS (extra flags for FLA's
-# train only; e.g. FLA_ARGS="--lr 3e-4" must make the comparison fail).
+# train only; e.g. FLA_ARGS="--lr 3e-4" must make the comparison fail), KDA_ALSO (other kda
+# binaries, each trained the same way and compared with the same FLA run; the verdict is KDA's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KDA=${KDA:-./kda}; DUMP=${DUMP:-build/tools/dump_batches}; PY=${PY:-python3}; OUT=${OUT:-/tmp/parity}
@@ -61,12 +62,20 @@ echo "== kda import"
 "$KDA" import "$OUT/fla_init" "$OUT/kda_init"
 echo "== batches: $STEPS steps x $GB x ($SEQ+1) ids"
 "$DUMP" "$OUT/batches.i32" "$STEPS" configs/kda-300M.yaml "${SETS[@]}"
-echo "== kda train ($DEVICE)"
-# shellcheck disable=SC2086
-"$KDA" train configs/kda-300M.yaml "${SETS[@]}" --set device="$DEVICE" --set bf16="$BF16" \
-  --set load="$OUT/kda_init" --set finetune=true --set no_load_optim=true --set no_load_rng=true \
-  --set save= --set metrics_file="$OUT/kda_metrics.jsonl" --set log_interval=1 --set eval_interval=0 \
-  --set sample_tokens=0 $KDA_SETS | tee "$OUT/kda_train.log" | awk 'NR<=4 || /iter +[0-9]+0\//'
+kda_train() { # binary, metrics file, log file
+  echo "== kda train ($DEVICE): $1"
+  # shellcheck disable=SC2086
+  "$1" train configs/kda-300M.yaml "${SETS[@]}" --set device="$DEVICE" --set bf16="$BF16" \
+    --set load="$OUT/kda_init" --set finetune=true --set no_load_optim=true --set no_load_rng=true \
+    --set save= --set metrics_file="$2" --set log_interval=1 --set eval_interval=0 \
+    --set sample_tokens=0 $KDA_SETS | tee "$3" | awk 'NR<=4 || /iter +[0-9]+0\//'
+}
+kda_train "$KDA" "$OUT/kda_metrics.jsonl" "$OUT/kda_train.log"
+n=0
+for extra in $KDA_ALSO; do # other kda builds, each compared with the same FLA run below
+  n=$((n + 1)); rm -f "$OUT/kda_also$n.jsonl"
+  kda_train "$extra" "$OUT/kda_also$n.jsonl" "$OUT/kda_also$n.log"
+done
 t1=$(date +%s)
 echo "== FLA train ($DEVICE)"
 # shellcheck disable=SC2086
@@ -74,8 +83,8 @@ echo "== FLA train ($DEVICE)"
   --global-batch "$GB" --micro "$MICRO" --seq "$SEQ" --lr "$LR" --min-lr "$MIN_LR" --warmup "$WARMUP" \
   --decay-iters "$DECAY_ITERS" --device "$DEVICE" $FLA_ARGS > "$OUT/fla_metrics.jsonl"
 t2=$(date +%s)
-echo "kda train $((t1 - t0)) s (with init/import/dump), FLA train $((t2 - t1)) s"
-"$PY" - "$OUT/kda_metrics.jsonl" "$OUT/fla_metrics.jsonl" "$STEPS" "$TOL" <<'PYEOF'
+compare() { # kda metrics file: the table and the verdict against FLA (exit 1 past TOL)
+"$PY" - "$1" "$OUT/fla_metrics.jsonl" "$STEPS" "$TOL" <<'PYEOF'
 import json, sys
 kda_f, fla_f, steps, tol = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 rd = lambda f: {r["iteration"]: r for r in map(json.loads, open(f)) if "iteration" in r}
@@ -98,3 +107,12 @@ print(f"parity: largest relative loss difference {worst:.3e} (step {at}) over {s
       f"tolerance {tol:g}: {'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PYEOF
+}
+echo "kda train $((t1 - t0)) s (with init/import/dump), FLA train $((t2 - t1)) s"
+n=0
+for extra in $KDA_ALSO; do
+  n=$((n + 1)); echo "== also: $extra against the same FLA run"
+  compare "$OUT/kda_also$n.jsonl" | tail -1 || true
+done
+echo "== $KDA against FLA"
+compare "$OUT/kda_metrics.jsonl"

@@ -157,6 +157,8 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
     tile_load(mh, sv.h + ch * K * V, V, K, V, KP, VP);
     tile_load(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
     tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP);
+    smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc}; // read from phase 2 on; loaded with the rest
+    tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
     __syncthreads();
     {
         tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}}, dwm[1] = {{mdVn, mh, false, true, VP, -1.0f}};
@@ -177,10 +179,9 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
     tile_store_f32(w.dA + row0 * C, rsC, F2, L.pf, n, C);
     __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv and βk⊙e^Γ
     // phase 2: dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ, dBV = Tinvᵀ·dVn
-    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk}, mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc};
+    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
     tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
     tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
-    tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
     __syncthreads();
     {
         tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
@@ -365,15 +366,24 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
     float dA_total = 0.0f; // thread 0
     for (int d0 = 0; d0 < K; d0 += FT) {
         int dn = min(FT, K - d0);
-        __syncthreads();
-        for (int e = tid; e < MC * FT; e += 256) {
-            int r = e / FT, dd = e % FT;
-            bool ok = r < n && dd < dn;
-            size_t i = ok ? kda_row(s, b, c, h, r) * K + d0 + dd : 0;
-            m.qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
-            m.ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
-            m.gs[r][dd] = ok ? sv.G[i] : 0.0f;
+        // this thread's (row, column) pieces of the pass: their global inputs are read now, so
+        // that the loads overlap the staging and the tensor-core products below
+        enum { PER = MC * FT / 256 };
+        float pdq[PER], pdk[PER], pgm[PER], pz[PER];
+#pragma unroll
+        for (int x = 0; x < PER; x++) {
+            int e = tid + 256 * x, r = e / FT, dd = e % FT;
+            pdq[x] = pdk[x] = pgm[x] = pz[x] = 0.0f;
+            if (r < n && dd < dn) {
+                size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
+                pdq[x] = w.dQ[i], pdk[x] = w.dK[i], pgm[x] = w.Gm[i];
+                pz[x] = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
+            }
         }
+        __syncthreads();
+        load_chunk_rows(s, sv.qn, K, b, c, h, n, MC, d0, FT, K, &m.qs[0][0], FTP);
+        load_chunk_rows(s, sv.kn, K, b, c, h, n, MC, d0, FT, K, &m.ks[0][0], FTP);
+        load_chunk_rows(s, sv.G, K, b, c, h, n, MC, d0, FT, K, &m.gs[0][0], FTP);
         if (tid < dn) m.gl[tid] = sv.G[last * K + d0 + tid];
         for (int dd = warp; dd < dn; dd += 8) { // B6: Σ_v h·dh of this chunk, per key column
             const bf16 *hs = sv.h + (ch * K + d0 + dd) * V, *dhs = w.dh + (ch * K + d0 + dd) * V;
@@ -387,8 +397,9 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
         __syncthreads();
         finish_between_blocks(m, n);
         __syncthreads();
-        for (int e = tid; e < MC * FT; e += 256) {
-            int r = e / FT, dd = e % FT; // a half-warp: one row r, consecutive key columns
+#pragma unroll
+        for (int x = 0; x < PER; x++) {
+            int e = tid + 256 * x, r = e / FT, dd = e % FT; // a half-warp: one row r, consecutive key columns
             float pbeta = 0.0f, dg = 0.0f, pbv = 0.0f;
             if (r < n && dd < dn) {
                 float gr = m.gs[r][dd], qr = m.qs[r][dd], kr = m.ks[r][dd];
@@ -407,9 +418,9 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
                     Z += (pair_l(m, j, r) * m.betas[j] * m.ks[j][dd] + pair_a(m, j, r) * sc * m.qs[j][dd]) *
                          expf(m.gs[j][dd] - gr);
                 if (rho < n - 1) Z += expf(m.gs[rho][dd] - gr) * m.Zs[r][dd];
-                size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
+                size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
                 float eg = expf(gr), egl = expf(m.gl[dd] - gr), be = m.betas[r];
-                float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
+                float dqg = pdq[x], dkd = pdk[x], gm = pgm[x];
                 w.dQ[i] = dqg * eg + sc * Y;
                 w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
                 dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
@@ -436,12 +447,13 @@ kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const b
             if (lane + 32 < n) m.dgs[lane + 32][dd] = a1 + add;
         }
         __syncthreads();
-        for (int e = tid; e < MC * FT; e += 256) { // gate backward, every (row, column) at once
-            int r = e / FT, dd = e % FT;
+#pragma unroll
+        for (int x = 0; x < PER; x++) { // gate backward, every (row, column) at once
+            int e = tid + 256 * x, r = e / FT, dd = e % FT;
             float dz = 0.0f, dal = 0.0f;
             if (r < n && dd < dn) {
-                size_t i = kda_row(s, b, c, h, r) * K + d0 + dd;
-                float z = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
+                size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
+                float z = pz[x];
                 float alpha = -eA * softplus20(z), da = m.dgs[r][dd];
                 dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
                 df[i] = f2bf(dz);

@@ -113,7 +113,7 @@ struct intra_inv { float X[KDA_MAX_C][IXP], Y[3 * 256]; };
 
 struct intra_layout {
     int KP, VP, pk, pv, pf;
-    size_t tinv, kb, vb, F, region, af, lf, bytes; // tinv..F: offsets inside the union region
+    size_t tinv, kb, vb, F, af, lf, bt, bytes; // tinv..F: offsets inside the union region
 };
 
 static __host__ __device__ inline intra_layout intra_layout_of(const kda_shape &s) {
@@ -126,11 +126,11 @@ static __host__ __device__ inline intra_layout intra_layout_of(const kda_shape &
     L.vb = L.kb + (((size_t)KDA_MAX_C * L.pk * sizeof(bf16) + 127) & ~(size_t)127);
     L.F = L.vb + (((size_t)KDA_MAX_C * L.pv * sizeof(bf16) + 127) & ~(size_t)127);
     size_t c = L.F + (size_t)KDA_MAX_C * L.pf * sizeof(float);
-    L.region = 0;
     size_t u = a > c ? a : c;
     L.af = (u + 127) & ~(size_t)127;
     L.lf = L.af + (size_t)KDA_MAX_C * IMP * sizeof(float);
-    L.bytes = L.lf + (size_t)KDA_MAX_C * IMP * sizeof(float);
+    L.bt = L.lf + (size_t)KDA_MAX_C * IMP * sizeof(float);
+    L.bytes = L.bt + KDA_MAX_C * sizeof(float);
     return L;
 }
 
@@ -221,7 +221,9 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     // between-block tiles: task t < 12 → (Aqk or L, block I, column tile jt < I)
     tacc acc[2];
     wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
+    float *betas = (float *)(intra_raw + L.bt);
     for (int e = tid; e < KDA_MAX_C * IMP; e += blockDim.x) (&AF[0][0])[e] = 0.0f, (&LF[0][0])[e] = 0.0f;
+    if (tid < KDA_MAX_C) betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
     for (int d0 = 0; d0 < K; d0 += DT) {
         __syncthreads();
         intra_stage(m, s, sv, b, c, h, n, d0);
@@ -273,23 +275,32 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     __syncthreads();
     // Aqk (bf16, every column of the row written: zeros above the diagonal); L = β_r·(k k) below it
     for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
-        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
-        float be = r < n ? sv.beta[kda_row(s, b, c, h, r)] : 0.0f;
-        if (r < n && j < C) sv.Aqk[kda_row(s, b, c, h, r) * C + j] = f2bf(j <= r && j < n ? s.scale * AF[r][j] : 0.0f);
-        LF[r][j] = j < r && r < n ? be * LF[r][j] : 0.0f;
+        int r = e >> 6, j = e & (KDA_MAX_C - 1);
+        AF[r][j] = j <= r && r < n ? s.scale * AF[r][j] : 0.0f;
+        LF[r][j] = j < r && r < n ? betas[r] * LF[r][j] : 0.0f;
     }
     __syncthreads();
+    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
+    tile_store_bf16(sv.Aqk + row0 * C, (size_t)s.H * C, &AF[0][0], IMP, n, C);
     intra_inv &v = *(intra_inv *)intra_raw; // the slice buffers are no longer read
     intra_invert(v, LF);
     // Tinv: bf16 to the saved buffer and, as stored (rows ≥ n zero), to shared memory for the WY products
     smat mT = {(bf16 *)(intra_raw + L.tinv), NULL, KDA_MAX_C + 8};
     for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
-        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
-        bf16 x = f2bf(r < n && j < C ? v.X[r][j] : 0.0f);
-        mT.hi[r * mT.ld + j] = x;
-        if (r < n && j < C) sv.Tinv[kda_row(s, b, c, h, r) * C + j] = x;
+        int r = e >> 6, j = e & (KDA_MAX_C - 1);
+        mT.hi[r * mT.ld + j] = f2bf(r < n && j < C ? v.X[r][j] : 0.0f);
     }
-    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
+    __syncthreads();
+    { // the stored Tinv, 16 bytes at a time where the row length allows
+        bf16 *dst = sv.Tinv + row0 * C;
+        size_t rs = (size_t)s.H * C;
+        tile_walk tw;
+        if (C % 8 == 0 && tw.init(C / 8))
+            for (int r = tw.r0; r < n; r += tw.rstep)
+                *(uint4 *)&dst[r * rs + tw.q * 8] = *(const uint4 *)&mT.hi[r * mT.ld + tw.q * 8];
+        else if (C % 8 != 0)
+            for (int e = tid; e < n * C; e += blockDim.x) dst[(e / C) * rs + e % C] = mT.hi[(e / C) * mT.ld + e % C];
+    }
     smat mkb = {(bf16 *)(intra_raw + L.kb), NULL, L.pk}, mvb = {(bf16 *)(intra_raw + L.vb), NULL, L.pv};
     tile_load(mkb, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP);
     tile_load(mvb, sv.vb + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
