@@ -46,11 +46,11 @@ f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps re
     # 316k tokens once), the previous build beside it; per-kernel step times; the KDA core
     # against FLA and float64 on the native and the portable build
     fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-}" timeout 330 bash bench/parity_vs_fla.sh 2>&1 |
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-}" timeout 420 bash bench/parity_vs_fla.sh 2>&1 | tee "$OUTDIR/parity.txt" |
         grep -vE "^\s*$" | tail -32
     lap "loss parity vs FLA"
     if command -v ncu >/dev/null; then
-        timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
+        timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
             $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
             --steps 1 --warmup 1 > /dev/null 2>&1
         python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -40; lap "ncu per-kernel times"
