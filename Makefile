@@ -42,7 +42,11 @@ TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps deps-check test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins
+.PHONY: all deps deps-check test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins format
+# the C and CUDA sources in the style of .clang-format (clang-format 14, Debian's)
+FORMAT_SRC = $(shell git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.c' 'tests/*.h' 2>/dev/null)
+format:
+	clang-format -i --style=file $(FORMAT_SRC)
 all: deps-check kda
 
 # ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/*_stub.c.
