@@ -4,8 +4,9 @@
 // lm-eval's context/continuation split (byte codec and the Llama 3 tokenizer), the batched
 // scorer against a direct computation with a fake language model (any batch size, a tight
 // logits budget, shared inputs, left truncation), the metrics and stderr on hand-made
-// log-likelihoods, validation loss, and the JSON / table output; on a small random model, the
-// head on chosen rows (kda_model_logits_rows) against the rows of the full head.
+// log-likelihoods, and the JSON / table output; on a small random model, the head on chosen rows
+// (kda_model_logits_rows) against the rows of the full head. (Validation loss, which is
+// training's own code: tests/cli/test_eval_val_loss.sh.)
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,24 +357,6 @@ static void fake_logits_rows(void *self, const int32_t *ids, int B, int T, const
     free(all);
 }
 
-static double fake_nll(void *self, const int32_t *ids, const int32_t *tgt, int B, int T, long *n_valid) {
-    float *lg = kda_malloc(sizeof(float) * (size_t)B * T * FV);
-    fake_logits(self, ids, B, T, lg);
-    double s = 0;
-    *n_valid = 0;
-    for (size_t i = 0; i < (size_t)B * T; i++) {
-        if (tgt[i] < 0) continue;
-        const float *x = lg + i * FV;
-        double m = x[0], z = 0;
-        for (int v = 1; v < FV; v++) m = x[v] > m ? x[v] : m;
-        for (int v = 0; v < FV; v++) z += exp(x[v] - m);
-        s += m + log(z) - x[tgt[i]];
-        (*n_valid)++;
-    }
-    free(lg);
-    return s;
-}
-
 // log p(full[k] | full[:k]) summed over the last n tokens, full cut to its last max_len+1 tokens
 static double direct_ll(const int32_t *full, int len, int n, int max_len, int *greedy) {
     int start = len > max_len + 1 ? len - (max_len + 1) : 0;
@@ -463,8 +446,8 @@ static void test_scoring(void) {
         make_items(&t);
         kda_eval_plan *p = kda_eval_plan_new(&t, 1, codec, cfgs[kc].max_len);
         fake_lm f = {0};
-        kda_eval_lm lm = {.self = &f, .vocab = FV, .logits = fake_logits, .logits_rows = with_rows ? fake_logits_rows : NULL,
-                          .nll = fake_nll};
+        kda_eval_lm lm = {
+            .self = &f, .vocab = FV, .logits = fake_logits, .logits_rows = with_rows ? fake_logits_rows : NULL};
         kda_eval_plan_run(p, &lm, cfgs[kc].rows, cfgs[kc].logits, NULL);
         double worst = 0;
         int greedy_ok = 1;
@@ -633,32 +616,7 @@ static void test_metrics(void) {
     T_CHECK(isnan(kda_eval_pooled_stderr(ses, ones, 2)), "pooled stderr of one-document tasks is N/A");
 }
 
-// ---- 7. validation loss -----------------------------------------------------------------------------------------
-
-static void test_val_loss(void) {
-    printf("validation loss\n");
-    int32_t tok[23];
-    for (int i = 0; i < 23; i++) tok[i] = (i * 37 + 11) % FV;
-    fake_lm f = {0};
-    kda_eval_lm lm = {.self = &f, .vocab = FV, .logits = fake_logits, .nll = fake_nll};
-    kda_eval_loss a, b, lim;
-    kda_eval_val_loss(tok, 23, 5, 0, &lm, 1, &a, NULL);
-    kda_eval_val_loss(tok, 23, 5, 0, &lm, 4, &b, NULL);
-    kda_eval_val_loss(tok, 23, 5, 2, &lm, 4, &lim, NULL);
-    // direct: windows [0,5) [5,10) ... predicting the next token; the last window holds 2 targets
-    double want = 0;
-    int g;
-    for (int w = 0; w * 5 < 22; w++) {
-        int end = w * 5 + 6 < 23 ? w * 5 + 6 : 23;
-        for (int k = w * 5 + 1; k < end; k++) want += -direct_ll(tok + w * 5, k - w * 5 + 1, 1, 1 << 20, &g);
-    }
-    T_CHECK(a.windows == 5 && a.tokens == 22 && fabs(a.loss - want / 22) < 1e-12 && fabs(b.loss - a.loss) < 1e-12 &&
-                fabs(a.perplexity - exp(a.loss)) < 1e-12,
-            "22 predicted tokens in 5 windows of 5 (last one short): loss %.6f, any batch size", a.loss);
-    T_CHECK(lim.windows == 2 && lim.tokens == 10, "--limit 2: two windows");
-}
-
-// ---- 8. results ---------------------------------------------------------------------------------------------------
+// ---- 7. results ---------------------------------------------------------------------------------------------------
 
 static void test_report(void) {
     printf("results JSON and table\n");
@@ -683,9 +641,9 @@ static void test_report(void) {
     }
     char path[600];
     snprintf(path, sizeof path, "%s/results.json", tmpdir);
-    kda_eval_loss vl = {.loss = 2.0, .perplexity = exp(2.0), .tokens = 10, .windows = 2, .stream_tokens = 11};
-    kda_eval_run_info info = {.model = "ck", .device = "cpu", .batch_size = 8, .limit = 3, .val_loss = &vl,
-                              .val_loss_path = "x.txt", .val_loss_seq = 5};
+    kda_eval_loss vl = {
+        .loss = 2.0, .perplexity = exp(2.0), .tokens = 10, .samples = 2, .iteration = 20, .eval_index = 2};
+    kda_eval_run_info info = {.model = "ck", .device = "cpu", .batch_size = 8, .limit = 3, .val_loss = &vl};
     kda_eval_write_json(path, t, 3, &info);
     size_t len;
     FILE *f = fopen(path, "rb");
@@ -734,7 +692,6 @@ int main(void) {
     test_scoring();
     test_model_rows();
     test_metrics();
-    test_val_loss();
     test_report();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

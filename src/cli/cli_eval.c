@@ -1,6 +1,6 @@
 // cli_eval.c — `kda eval`: lm-eval-harness-compatible multiple-choice scoring of a checkpoint on
-// local task files, and validation loss / perplexity on token files (eval.h does the work; this
-// file parses options, loads the model on the chosen backend and wires it in as the scorer).
+// local task files, and the validation loss / perplexity training computes (eval.h does the work;
+// this file parses options, loads the model on the chosen backend and wires it in as the scorer).
 // stdout: the results table; stderr: what runs and progress.
 #include <errno.h>
 #include <math.h>
@@ -19,32 +19,34 @@
 #include "infer/eval.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
+#include "train/validate.h"
 
 #define MAX_SETS 64
 #define LOGITS_BYTES (1ull << 30) // most logits one forward may return (host memory)
 
 typedef struct {
-    const char *ckpt, *tasks, *data_dir, *output, *samples, *data_path, *tokenizer, *device;
+    const char *ckpt, *tasks, *data_dir, *output, *samples, *data_path, *split, *tokenizer, *device;
     const char *sets[MAX_SETS];
     int n_sets;
     long limit;
-    int num_fewshot, batch_size, max_length, seq_length, progress;
+    int num_fewshot, batch_size, max_length, seq_length, eval_iters, progress;
 } eval_opts;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kda eval CHECKPOINT --tasks LIST [--data-dir DIR] [options]\n"
             "\n"
+            "       kda eval CHECKPOINT --tasks val_loss [--data-path PREFIX] [--split S] [--eval-iters N]\n"
+            "\n"
             "Scores a checkpoint the way lm-evaluation-harness scores a Hugging Face model (prompt templates,\n"
             "context/continuation tokenization, acc and acc_norm, stderr, MMLU groups), reading the tasks from\n"
-            "local files, and/or measures validation loss and perplexity on token files. The results table goes\n"
-            "to stdout, progress to stderr.\n"
+            "local files, and/or computes the validation loss and perplexity the way kda train does. The results\n"
+            "table goes to stdout, progress to stderr.\n"
             "  CHECKPOINT            a checkpoint directory (<save>/iter_NNNNNNN) or a save directory with 'latest'\n"
             "  --tasks LIST          comma-separated: arc_easy, arc_challenge, hellaswag, openbookqa, piqa,\n"
             "                        winogrande, mmlu (57 subjects and their groups), mmlu_<subject>, race, val_loss\n"
             "  --data-dir DIR        the task files: DIR/<task>/... (docs/eval.md lists the names looked for)\n"
-            "  --limit N             only the first N documents of each task (of each MMLU subject); for val_loss\n"
-            "                        the first N windows\n"
+            "  --limit N             only the first N documents of each task (of each MMLU subject)\n"
             "  --num-fewshot K       MMLU: the first K dev questions as examples (default 0); the other tasks are\n"
             "                        0-shot\n"
             "  --batch-size N        model inputs per forward (default 8)\n"
@@ -52,12 +54,20 @@ static void usage(FILE *f) {
             "                        max_position_embeddings of the config, as lm-eval's HF model)\n"
             "  --output PATH         results as JSON in lm-eval's layout\n"
             "  --log-samples PATH    one JSON line per document: the requests and the log-likelihood of each\n"
-            "  --data-path PATH      val_loss: a Megatron dataset prefix (PATH.bin + PATH.idx) or a text file\n"
-            "  --seq-length N        val_loss: tokens per window (default: the config's seq_length)\n"
             "  --device D            auto | cpu | cuda (default: the config's device)\n"
             "  --set key=value       configuration override (e.g. num_threads=1, bf16=false)\n"
             "  --tokenizer PATH      tokenizer.json instead of the config's tokenizer_model\n"
-            "  --no-progress         no progress lines on stderr\n");
+            "  --no-progress         no progress lines on stderr\n"
+            "val_loss: kda train's validation (eval_iters global batches of the valid split, the samples training\n"
+            "read after the checkpoint's iteration), so the same number training logged for the same settings;\n"
+            "micro_batch_size, global_batch_size, seed and the rest come from the checkpoint (--set changes them):\n"
+            "  --data-path PATH      a Megatron dataset prefix (PATH.bin + PATH.idx) or a text file, read as\n"
+            "                        train_data_path: [PATH] (default: the checkpoint's train_data_path and\n"
+            "                        valid_data_path)\n"
+            "  --split S             train,valid,test shares, as the config key (default: the checkpoint's; 0,1,0\n"
+            "                        scores all of --data-path)\n"
+            "  --eval-iters N        global batches scored (default: the checkpoint's eval_iters)\n"
+            "  --seq-length N        tokens per sample (default: the checkpoint's seq_length)\n");
 }
 
 static void parse_args(int argc, char **argv, eval_opts *o) {
@@ -73,13 +83,14 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
             continue;
         }
         if (a[0] != '-') {
-            if (o->ckpt) kda_die("kda eval: two checkpoints given ('%s', '%s'); give one", o->ckpt, a);
+            if (o->ckpt) kda_cli_usage_error("eval", "two checkpoints given ('%s', '%s'); give one", o->ckpt, a);
             o->ckpt = a;
             continue;
         }
-        static const char *const with_value[] = {"--tasks", "--data-dir", "--output", "--log-samples", "--data-path",
-                                                 "--tokenizer", "--device", "--limit", "--num-fewshot", "--batch-size",
-                                                 "--max-length", "--seq-length", "--set", NULL};
+        static const char *const with_value[] = {"--tasks",      "--data-dir",    "--output",     "--log-samples",
+                                                 "--data-path",  "--split",       "--tokenizer",  "--device",
+                                                 "--limit",      "--num-fewshot", "--batch-size", "--max-length",
+                                                 "--seq-length", "--eval-iters",  "--set",        NULL};
         if (!kda_cli_one_of(a, with_value)) kda_cli_usage_error("eval", "unknown option '%s'", a);
         const char *v = kda_cli_value("eval", argc, argv, &i);
         if (!strcmp(a, "--tasks")) o->tasks = v;
@@ -87,20 +98,23 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--output")) o->output = v;
         else if (!strcmp(a, "--log-samples")) o->samples = v;
         else if (!strcmp(a, "--data-path")) o->data_path = v;
+        else if (!strcmp(a, "--split")) o->split = v;
         else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(a, "--device")) o->device = v;
         else if (!strcmp(a, "--limit")) o->limit = kda_cli_long("eval", a, v, 1, 1L << 40);
         else if (!strcmp(a, "--num-fewshot")) o->num_fewshot = (int)kda_cli_long("eval", a, v, 0, 1000);
         else if (!strcmp(a, "--batch-size")) o->batch_size = (int)kda_cli_long("eval", a, v, 1, 1 << 16);
         else if (!strcmp(a, "--max-length")) o->max_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
-        else if (!strcmp(a, "--seq-length")) o->seq_length = (int)kda_cli_long("eval", a, v, 1, 1 << 24);
+        else if (!strcmp(a, "--seq-length")) o->seq_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
+        else if (!strcmp(a, "--eval-iters")) o->eval_iters = (int)kda_cli_long("eval", a, v, 1, 1 << 24);
         else if (!strcmp(a, "--set")) {
             if (o->n_sets == MAX_SETS) kda_die("kda eval: more than %d --set options", MAX_SETS);
             o->sets[o->n_sets++] = v;
         }
     }
-    if (!o->ckpt) kda_die("kda eval: no checkpoint: give a checkpoint directory (or a save directory with 'latest')");
-    if (!o->tasks) kda_die("kda eval: no tasks: give --tasks, e.g. --tasks arc_easy,hellaswag,mmlu (see kda eval --help)");
+    if (!o->ckpt)
+        kda_cli_usage_error("eval", "no checkpoint: give a checkpoint directory (or a save directory with 'latest')");
+    if (!o->tasks) kda_cli_usage_error("eval", "no tasks: give --tasks, e.g. --tasks arc_easy,hellaswag,mmlu");
 }
 
 // --tasks without val_loss (malloc'ed); *val gets whether val_loss was named.
@@ -131,13 +145,42 @@ static void model_logits_rows(void *self, const int32_t *ids, int B, int T, cons
     kda_model_logits_rows(self, ids, B, T, rows, n_rows, out);
 }
 
-static double model_nll(void *self, const int32_t *ids, const int32_t *targets, int B, int T, long *n_valid) {
-    double mean = kda_model_step(self, ids, targets, B, T, 0, 1.0f, n_valid);
-    return *n_valid ? mean * (double)*n_valid : 0;
+static int has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
 }
 
-static void load_config(const eval_opts *o, kda_config *cfg, char **dir) {
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// --data-path as training's train_data_path: [PATH] (the valid split is its `split` share): a
+// Megatron prefix (the .bin/.idx suffix may be given) or else a text file.
+static void set_data_path(kda_config *cfg, const char *path) {
+    char prefix[KDA_PATH_MAX], bin[KDA_PATH_MAX + 8], idx[KDA_PATH_MAX + 8];
+    if (strlen(path) >= sizeof prefix) kda_die("kda eval: --data-path '%s' is too long", path);
+    snprintf(prefix, sizeof prefix, "%s", path);
+    if (has_suffix(prefix, ".bin") || has_suffix(prefix, ".idx")) prefix[strlen(prefix) - 4] = 0;
+    snprintf(bin, sizeof bin, "%s.bin", prefix);
+    snprintf(idx, sizeof idx, "%s.idx", prefix);
+    int megatron = is_file(bin) && is_file(idx);
+    if (!megatron && !is_file(path))
+        kda_die("kda eval: --data-path '%s': neither a Megatron dataset (%s.bin + %s.idx) nor a text file", path,
+                prefix, prefix);
+    snprintf(cfg->data_format, sizeof cfg->data_format, "%s", megatron ? "megatron" : "text");
+    snprintf(cfg->train_data_path[0], sizeof cfg->train_data_path[0], "%s", megatron ? prefix : path);
+    cfg->n_train_data_path = 1;
+    cfg->n_valid_data_path = 0;
+}
+
+// The checkpoint's config.yaml, then --set / --device, then the val_loss options. The data
+// paths are read over empty ones, so that a config naming none is told from the defaults' demo
+// path; want_val without data then is a usage error.
+static void load_config(const eval_opts *o, int want_val, kda_config *cfg, char **dir) {
     kda_config_defaults(cfg);
+    kda_config def = *cfg;
+    cfg->n_train_data_path = cfg->n_valid_data_path = 0;
     *dir = kda_ckpt_load_config(o->ckpt, cfg, "kda eval");
     for (int i = 0; i < o->n_sets; i++) kda_config_set(cfg, o->sets[i]);
     if (o->device) {
@@ -145,6 +188,23 @@ static void load_config(const eval_opts *o, kda_config *cfg, char **dir) {
         snprintf(kv, sizeof kv, "device=%s", o->device);
         kda_config_set(cfg, kv);
     }
+    if (o->data_path) set_data_path(cfg, o->data_path);
+    if (want_val && !cfg->n_train_data_path && !cfg->n_valid_data_path)
+        kda_cli_usage_error("eval", "val_loss: the checkpoint's config names no data (no train_data_path or "
+                                    "valid_data_path); give --data-path PREFIX");
+    if (!cfg->n_train_data_path) { // unused (no val_loss), but finalize wants one
+        memcpy(cfg->train_data_path, def.train_data_path, sizeof def.train_data_path);
+        cfg->n_train_data_path = def.n_train_data_path;
+    }
+    if (o->split) {
+        char kv[128];
+        snprintf(kv, sizeof kv, "split=%s", o->split);
+        kda_config_set(cfg, kv);
+    }
+    if (o->eval_iters) cfg->eval_iters = o->eval_iters;
+    if (o->seq_length) cfg->seq_length = o->seq_length;
+    if (o->tokenizer && !strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer")) // text data is tokenized with it too
+        snprintf(cfg->tokenizer_model, sizeof cfg->tokenizer_model, "%s", o->tokenizer);
     kda_config_finalize(cfg);
     if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
 }
@@ -157,15 +217,25 @@ int cmd_eval(int argc, char **argv) {
     double t_start = kda_now();
     int want_val;
     char *task_list = split_val_loss(o.tasks, &want_val);
-    if (want_val && !o.data_path) kda_die("kda eval: val_loss needs --data-path (a Megatron prefix or a text file)");
-    if (!want_val && o.data_path) kda_die("kda eval: --data-path is for --tasks val_loss; add val_loss to --tasks");
+    const char *val_opt = o.data_path    ? "--data-path"
+                          : o.split      ? "--split"
+                          : o.eval_iters ? "--eval-iters"
+                          : o.seq_length ? "--seq-length"
+                                         : NULL;
+    if (!want_val && val_opt)
+        kda_cli_usage_error("eval", "%s is for --tasks val_loss; add val_loss to --tasks", val_opt);
     if (task_list[0] && !o.data_dir)
-        kda_die("kda eval: --tasks %s needs --data-dir (a folder with the task files; docs/eval.md)", task_list);
-    if (!task_list[0] && !want_val) kda_die("kda eval: --tasks names no task");
+        kda_cli_usage_error("eval", "--tasks %s needs --data-dir (a folder with the task files; docs/eval.md)",
+                            task_list);
+    if (!task_list[0] && !want_val) kda_cli_usage_error("eval", "--tasks names no task");
+    const char *task_opt = o.limit ? "--limit" : o.num_fewshot ? "--num-fewshot" : o.data_dir ? "--data-dir" : NULL;
+    if (!task_list[0] && task_opt)
+        kda_cli_usage_error("eval", "%s is for the multiple-choice tasks; val_loss scores --eval-iters global batches",
+                            task_opt);
 
     kda_config cfg;
     char *dir;
-    load_config(&o, &cfg, &dir);
+    load_config(&o, want_val, &cfg, &dir);
     kda_tokenizer *tok = kda_tok_load_for_config(&cfg, o.tokenizer, "kda eval");
     kda_eval_codec *codec = kda_eval_codec_new(tok, cfg.bos_token_id, cfg.eos_token_id);
 
@@ -180,8 +250,8 @@ int cmd_eval(int argc, char **argv) {
         int mmlu = 0;
         for (int i = 0; i < n_tasks; i++) mmlu |= !strncmp(tasks[i].name, "mmlu_", 5);
         if (o.num_fewshot > 0 && !mmlu)
-            kda_die("kda eval: --num-fewshot applies to MMLU only (the other tasks' examples would come from training "
-                    "splits not read here); drop it or add mmlu");
+            kda_cli_usage_error("eval", "--num-fewshot applies to MMLU only (the other tasks' examples would come from "
+                                        "training splits not read here); drop it or add mmlu");
         if (o.num_fewshot > 0 && mmlu && n_tasks > 1)
             for (int i = 0; i < n_tasks; i++)
                 if (strncmp(tasks[i].name, "mmlu_", 5)) {
@@ -191,23 +261,26 @@ int cmd_eval(int argc, char **argv) {
                 }
         plan = kda_eval_plan_new(tasks, n_tasks, codec, max_length);
     }
-    int32_t *stream = NULL;
-    size_t stream_n = 0;
-    int val_T = o.seq_length ? o.seq_length : cfg.seq_length;
-    if (want_val) stream = kda_eval_read_token_stream(o.data_path, codec, cfg.vocab_size, &stream_n);
-
-    int T = plan ? kda_eval_plan_max_len(plan) : 1;
-    if (want_val && val_T > T) T = val_T;
+    kda_validator *validator = NULL; // opened now: the data settings are checked before the model is built
+    if (want_val) {
+        char why[512];
+        validator = kda_validator_open(&cfg, cfg.micro_batch_size, why, sizeof why);
+        if (!validator)
+            kda_die("kda eval: val_loss: the settings give no validation: %s; set --eval-iters or --split", why);
+    }
+    // the model holds the longest task input and training's micro-batch of seq_length tokens
+    int B = plan ? o.batch_size : 1, T = plan ? kda_eval_plan_max_len(plan) : 1;
+    if (want_val && cfg.micro_batch_size > B) B = cfg.micro_batch_size;
+    if (want_val && cfg.seq_length > T) T = cfg.seq_length;
     const kda_ops *ops = kda_pick_backend(cfg.device);
-    kda_model *m = kda_model_create(&cfg, ops, o.batch_size, T);
-    kda_ckpt_load(m, dir, 0, NULL, 0);
+    kda_model *m = kda_model_create(&cfg, ops, B, T);
+    kda_train_state st = {0};
+    kda_ckpt_load(m, dir, 0, &st, 0);
     kda_model_drop_grad(m); // scoring never computes gradients
     fprintf(stderr, "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
-            dir, kda_model_num_params(m), ops->name, omp_get_max_threads(), o.batch_size, T,
-            m->act_bytes_total / 1048576.0);
+            dir, kda_model_num_params(m), ops->name, omp_get_max_threads(), B, T, m->act_bytes_total / 1048576.0);
     // the head runs over the continuation positions only (kda_model_logits_rows)
-    kda_eval_lm lm = {.self = m, .vocab = cfg.vocab_size, .logits = model_logits, .logits_rows = model_logits_rows,
-                      .nll = model_nll};
+    kda_eval_lm lm = {.self = m, .vocab = cfg.vocab_size, .logits = model_logits, .logits_rows = model_logits_rows};
     FILE *progress = o.progress ? stderr : NULL;
     if (plan) {
         long docs = 0;
@@ -222,14 +295,19 @@ int cmd_eval(int argc, char **argv) {
     }
     kda_eval_loss val = {0};
     if (want_val) {
-        fprintf(stderr, "kda eval: val_loss on %s: %zu tokens, windows of %d\n", o.data_path, stream_n, val_T);
-        kda_eval_val_loss(stream, stream_n, val_T, o.limit, &lm, o.batch_size, &val, progress);
+        const int own = cfg.n_valid_data_path > 0;
+        fprintf(stderr,
+                "kda eval: val_loss: %d global batches of %d samples x %d tokens from the valid split of %s%s%s "
+                "(%s), evaluation %ld as training ran it after iteration %ld\n",
+                cfg.eval_iters, cfg.global_batch_size, cfg.seq_length,
+                own ? cfg.valid_data_path[0] : cfg.train_data_path[0], own ? "" : ", split ", own ? "" : cfg.split,
+                cfg.data_format, kda_validate_index(&cfg, st.iteration), st.iteration);
+        kda_eval_val_loss(validator, &cfg, m, st.iteration, &val, progress);
     }
 
     kda_eval_run_info info = {.model = dir, .device = ops->name, .batch_size = o.batch_size,
                               .max_length = plan ? max_length : 0, .limit = o.limit,
-                              .seconds = kda_now() - t_start, .val_loss = want_val ? &val : NULL,
-                              .val_loss_path = o.data_path, .val_loss_seq = val_T};
+                              .seconds = kda_now() - t_start, .val_loss = want_val ? &val : NULL};
     kda_eval_print_table(stdout, tasks, n_tasks, &info);
     fflush(stdout);
     if (o.output) {
@@ -240,9 +318,9 @@ int cmd_eval(int argc, char **argv) {
         kda_eval_write_samples(o.samples, tasks, n_tasks);
         fprintf(stderr, "kda eval: samples written to %s\n", o.samples);
     }
+    kda_validator_close(validator);
     kda_eval_plan_free(plan);
     kda_eval_tasks_free(tasks, n_tasks);
-    free(stream);
     kda_model_free(m);
     kda_eval_codec_free(codec);
     if (tok) kda_tok_free(tok);

@@ -285,8 +285,7 @@ int cmd_train(int argc, char **argv) {
         int at_end = st.iteration == cfg.train_iters || stop;
         if (val && ((cfg.eval_interval > 0 && st.iteration % cfg.eval_interval == 0) || at_end)) {
             double vs, vc;
-            kda_validate(val, m, st.iteration / (cfg.eval_interval > 0 ? cfg.eval_interval : 1), dist->rank, dist->world,
-                         &vs, &vc);
+            kda_validate(val, m, kda_validate_index(&cfg, st.iteration), dist->rank, dist->world, &vs, &vc);
             if (dist->world > 1) vs = comm->sum_f64(comm, vs), vc = comm->sum_f64(comm, vc);
             if (vc > 0) kda_run_log_valid(rl, st.iteration, vs / vc);
         }

@@ -1,5 +1,5 @@
 // eval.h — multiple-choice scoring with lm-evaluation-harness semantics (issue 5), and
-// validation loss / perplexity over token files.
+// validation loss / perplexity of a checkpoint as training computes it (train/validate.h).
 //
 // The path of one task: its local files -> items (one prompt, its choices, the gold index:
 // eval_tasks.c and the readers eval_read_*.c) -> (context, continuation) requests -> token
@@ -34,7 +34,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/config.h"
+#include "model/model.h"
 #include "text/tokenizer.h"
+#include "train/validate.h"
 
 // ---- items ------------------------------------------------------------------------------------
 
@@ -139,8 +142,6 @@ void kda_eval_codec_free(kda_eval_codec *c);
 // lm-eval's _encode_pair (see the top of this file). ctx_ids / cont_ids are overwritten.
 void kda_eval_encode_pair(kda_eval_codec *c, const char *ctx, const char *cont, kda_tok_ids *ctx_ids,
                           kda_tok_ids *cont_ids);
-// Plain encoding (no special tokens): for validation-loss text files.
-void kda_eval_encode_text(kda_eval_codec *c, const char *text, size_t len, kda_tok_ids *out);
 
 // ---- scoring ------------------------------------------------------------------------------------
 
@@ -153,8 +154,6 @@ typedef struct {
     // optional (NULL: logits is used): logits of chosen positions only, rows[i] = b*T + t of the
     // same right-padded batch -> out[n_rows*vocab]; scoring asks for the continuation positions
     void (*logits_rows)(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows, float *out);
-    // summed cross-entropy over targets >= 0 (-100 = ignored) and their count (validation loss)
-    double (*nll)(void *self, const int32_t *ids, const int32_t *targets, int B, int T, long *n_valid);
 } kda_eval_lm;
 
 typedef struct kda_eval_plan kda_eval_plan;
@@ -190,17 +189,22 @@ typedef struct {
     double loss;       // mean cross-entropy per predicted token (nats)
     double perplexity; // exp(loss)
     long tokens;       // tokens predicted
-    long windows;      // windows of seq_length (+1) tokens scored
-    long stream_tokens;// tokens in the file(s)
+    long samples;      // samples of seq_length + 1 tokens scored: eval_iters x global_batch_size
+    long iteration;    // the checkpoint's iteration
+    long eval_index;   // the evaluation training ran after that iteration (kda_validate_index)
+    const kda_config *cfg; // the data settings used (data_format, train/valid_data_path, split, ...)
 } kda_eval_loss;
 
-// Token ids of a Megatron dataset (<prefix>.bin/.idx, documents in order) or of a text file
-// (tokenized whole by codec, no special tokens). *n gets the count.
-int32_t *kda_eval_read_token_stream(const char *path, kda_eval_codec *codec, int vocab, size_t *n);
-// Consecutive windows: window w predicts tokens [w*T+1, w*T+T] from the T before them (the
-// last one may be shorter); at most `limit` windows (<= 0: all), `rows` windows per forward.
-void kda_eval_val_loss(const int32_t *tokens, size_t n, int T, long limit, const kda_eval_lm *lm, int rows,
-                       kda_eval_loss *out, FILE *progress);
+// Validation loss of model m (the checkpoint's weights, at training iteration `iteration`) with
+// training's code on one rank: v = kda_validator_open(cfg, cfg->micro_batch_size, ...)
+// (train/validate.h; NULL there says why cfg gives no validation) scores eval_iters global
+// batches of the valid split (the `split` share of train_data_path, or valid_data_path),
+// micro_batch_size samples per forward, the samples of evaluation kda_validate_index(cfg,
+// iteration): the validation row training logged at that iteration with the same settings.
+// m must hold micro_batch_size x seq_length tokens. progress != NULL: a line per global batch
+// (at most one a second) and at the end.
+void kda_eval_val_loss(kda_validator *v, const kda_config *cfg, kda_model *m, long iteration, kda_eval_loss *out,
+                       FILE *progress);
 
 // ---- results ---------------------------------------------------------------------------------------
 
@@ -212,8 +216,6 @@ typedef struct {
     long limit;
     double seconds;         // total evaluation time
     const kda_eval_loss *val_loss; // NULL: not run
-    const char *val_loss_path;
-    int val_loss_seq;
 } kda_eval_run_info;
 
 // lm-eval's table(s) to f: one for the tasks, a second "Groups" one when MMLU's groups exist.

@@ -261,8 +261,8 @@ static json_t *entry_json(const entry *x, const kda_eval_run_info *info) {
         json_object_set_new(o, "perplexity,none", json_real(info->val_loss->perplexity));
         json_object_set_new(o, "perplexity_stderr,none", json_string("N/A"));
         json_object_set_new(o, "tokens", json_integer(info->val_loss->tokens));
-        json_object_set_new(o, "windows", json_integer(info->val_loss->windows));
-        json_object_set_new(o, "seq_length", json_integer(info->val_loss_seq));
+        json_object_set_new(o, "samples", json_integer(info->val_loss->samples));
+        json_object_set_new(o, "iteration", json_integer(info->val_loss->iteration));
         return o;
     }
     json_object_set_new(o, "sample_len", json_integer(x->m.n));
@@ -305,6 +305,34 @@ static json_t *task_config(const kda_eval_task *t) {
     return c;
 }
 
+static json_t *paths_json(const char (*p)[KDA_PATH_MAX], int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_string(p[i]));
+    return a;
+}
+
+// The data settings of the validation loss, under the config keys training reads.
+static json_t *val_loss_config(const kda_eval_loss *v) {
+    const kda_config *c = v->cfg;
+    json_t *o = json_object();
+    json_object_set_new(o, "task", json_string("val_loss"));
+    if (c) {
+        json_object_set_new(o, "data_format", json_string(c->data_format));
+        json_object_set_new(o, "train_data_path", paths_json(c->train_data_path, c->n_train_data_path));
+        json_object_set_new(o, "valid_data_path", paths_json(c->valid_data_path, c->n_valid_data_path));
+        json_object_set_new(o, "split", json_string(c->split));
+        json_object_set_new(o, "seq_length", json_integer(c->seq_length));
+        json_object_set_new(o, "eval_iters", json_integer(c->eval_iters));
+        json_object_set_new(o, "eval_interval", json_integer(c->eval_interval));
+        json_object_set_new(o, "global_batch_size", json_integer(c->global_batch_size));
+        json_object_set_new(o, "micro_batch_size", json_integer(c->micro_batch_size));
+        json_object_set_new(o, "seed", json_integer(c->seed));
+    }
+    json_object_set_new(o, "iteration", json_integer(v->iteration));
+    json_object_set_new(o, "eval_index", json_integer(v->eval_index));
+    return o;
+}
+
 void kda_eval_write_json(const char *path, const kda_eval_task *tasks, int n_tasks, const kda_eval_run_info *info) {
     entry *e;
     int ne = build_entries(tasks, n_tasks, info, &e);
@@ -342,12 +370,7 @@ void kda_eval_write_json(const char *path, const kda_eval_task *tasks, int n_tas
             json_object_set_new(ns, "effective", json_integer(x->task->n_items));
             json_object_set_new(nsamples, x->name, ns);
         } else if (x->is_loss) {
-            json_t *c = json_object();
-            json_object_set_new(c, "task", json_string("val_loss"));
-            json_object_set_new(c, "data_path", json_string(info->val_loss_path ? info->val_loss_path : ""));
-            json_object_set_new(c, "seq_length", json_integer(info->val_loss_seq));
-            json_object_set_new(c, "stream_tokens", json_integer(info->val_loss->stream_tokens));
-            json_object_set_new(configs, x->name, c);
+            json_object_set_new(configs, x->name, val_loss_config(info->val_loss));
         }
     }
     json_object_set_new(root, "results", results);

@@ -53,10 +53,6 @@ static void encode(kda_eval_codec *c, const char *text, size_t n, int add_specia
     for (size_t i = 0; i < n; i++) kda_tok_ids_push(out, (unsigned char)text[i]);
 }
 
-void kda_eval_encode_text(kda_eval_codec *c, const char *text, size_t len, kda_tok_ids *out) {
-    encode(c, text, len, 0, out);
-}
-
 void kda_eval_encode_pair(kda_eval_codec *c, const char *ctx, const char *cont, kda_tok_ids *ctx_ids,
                           kda_tok_ids *cont_ids) {
     if (!*ctx) { // lm-eval: the prefix token (BOS, else EOS) is the context

@@ -14,6 +14,8 @@ struct kda_validator {
     kda_data *d;
     int B, T;
     int32_t *sample, *ids, *tgt;
+    void (*on_batch)(void *ctx, int done, int total);
+    void *on_batch_ctx;
 };
 
 kda_validator *kda_validator_open(const kda_config *c, int micro_batch, char *why, size_t why_len) {
@@ -56,7 +58,16 @@ void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, d
             double loss = kda_model_step(m, v->ids, v->tgt, B, T, 0, 1.0f, &nv);
             if (nv > 0) *sum += loss * nv, *count += nv;
         }
+        if (v->on_batch) v->on_batch(v->on_batch_ctx, e + 1, c->eval_iters);
     }
+}
+
+long kda_validate_index(const kda_config *c, long iteration) {
+    return iteration / (c->eval_interval > 0 ? c->eval_interval : 1);
+}
+
+void kda_validator_on_batch(kda_validator *v, void (*fn)(void *ctx, int done, int total), void *ctx) {
+    v->on_batch = fn, v->on_batch_ctx = ctx;
 }
 
 void kda_validator_close(kda_validator *v) {

@@ -2,7 +2,8 @@
 // iterations and at the end, eval_iters global batches of the valid split (the `split` share of
 // train_data_path, or valid_data_path), forward only. Evaluation k reads the k-th run of
 // eval_iters x global_batch_size valid samples (wrapping around the split), so a resumed run
-// sees what an uninterrupted one would.
+// sees what an uninterrupted one would. `kda eval --tasks val_loss` runs the same code on a
+// checkpoint (world 1), so it reproduces the validation row training logged at that iteration.
 #ifndef KDA_VALIDATE_H
 #define KDA_VALIDATE_H
 
@@ -19,6 +20,11 @@ kda_validator *kda_validator_open(const kda_config *c, int micro_batch, char *wh
 // This rank's part of evaluation k (world ranks share each global batch): the summed token
 // losses into *sum and their count into *count (add them over ranks, then divide).
 void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, double *sum, double *count);
+// The evaluation training runs after iteration `iteration`: iteration / eval_interval (the
+// iteration itself when eval_interval is 0, where only the end of training validates).
+long kda_validate_index(const kda_config *c, long iteration);
+// Optional: fn(ctx, done, total) after each of the eval_iters global batches of kda_validate.
+void kda_validator_on_batch(kda_validator *v, void (*fn)(void *ctx, int done, int total), void *ctx);
 void kda_validator_close(kda_validator *v);
 
 #endif

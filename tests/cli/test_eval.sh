@@ -2,9 +2,9 @@
 # kda eval end to end on a tiny checkpoint trained for 3 iterations: every bundled task
 # (tests/data/eval) through the real readers and the model, the table on stdout and progress on
 # stderr only, the results JSON in lm-eval's layout, --limit, batch-size invariance, save dir vs
-# iter dir, MMLU k-shot, RACE from user files, validation loss (text file == the same bytes as a
-# Megatron dataset), and bad input. (The numbers themselves: tests/test_eval.c and, against
-# lm-eval itself, tests/python/test_lm_eval_parity.py.)
+# iter dir, MMLU k-shot, RACE from user files, and bad input. (The numbers themselves:
+# tests/test_eval.c and, against lm-eval itself, tests/python/test_lm_eval_parity.py; validation
+# loss: tests/cli/test_eval_val_loss.sh.)
 . "$(dirname "$0")/lib.sh"
 ev() { $KDA eval "$@" --set num_threads=1; }
 DATA=tests/data/eval
@@ -84,24 +84,6 @@ ev "$TMP/ck" --tasks race --data-dir "$TMP/data" --log-samples "$TMP/race.jsonl"
   && grep -q "^|race *|      3|" "$TMP/race.out" && grep -q "Ann's kite is red" "$TMP/race.jsonl" \
   && ok "race from user-supplied JSON lines (Python-literal and JSON problems)" || bad "race: $(cat "$TMP/err")"
 
-# ---- validation loss: a text file, and the same bytes as a Megatron dataset ----
-head -c 20000 data/tinyshakespeare.txt > "$TMP/val.txt"
-$KDA tokenize --input "$TMP/val.txt" --text-docs file --tokenizer bytes --no-bos --no-append-eod --output-prefix "$TMP/val" \
-  > /dev/null 2>&1 || bad "kda tokenize for the val_loss test failed"
-ev "$TMP/ck" --tasks val_loss --data-path "$TMP/val.txt" --seq-length 64 --output "$TMP/v1.json" --no-progress > "$TMP/v1.out" 2>/dev/null
-ev "$TMP/ck" --tasks val_loss --data-path "$TMP/val" --seq-length 64 --batch-size 3 --output "$TMP/v2.json" --no-progress > "$TMP/v2.out" 2>/dev/null
-python3 - "$TMP/v1.json" "$TMP/v2.json" <<'EOF' && ok "val_loss: text file and Megatron dataset of the same bytes agree; 19999 tokens in 313 windows; ppl = exp(loss)" || bad "val_loss: $(cat "$TMP/v1.out" "$TMP/v2.out")"
-import json, math, sys
-a, b = (json.load(open(p))["results"]["val_loss"] for p in sys.argv[1:3])
-print(f"  (loss {a['loss,none']:.6f} / {b['loss,none']:.6f}, perplexity {a['perplexity,none']:.3f})")
-assert a["tokens"] == b["tokens"] == 19999 and a["windows"] == 313
-assert abs(a["loss,none"] - b["loss,none"]) < 1e-6 * a["loss,none"] and 0 < a["loss,none"] < 10
-assert abs(a["perplexity,none"] - math.exp(a["loss,none"])) < 1e-9 * a["perplexity,none"]
-EOF
-ev "$TMP/ck" --tasks val_loss,arc_easy --data-path "$TMP/val" --data-dir $DATA --limit 4 --no-progress > "$TMP/v3.out" 2>/dev/null \
-  && grep -q "^|arc_easy" "$TMP/v3.out" && grep -q "^|val_loss *|    N/A|none  |      |loss" "$TMP/v3.out" \
-  && ok "val_loss together with a task in one run" || bad "val_loss + task: $(cat "$TMP/v3.out")"
-
 # ---- bad input ----
 expect_fail "no tasks" "--tasks" $KDA eval "$ck"
 expect_fail "missing checkpoint" "$TMP/nope" $KDA eval "$TMP/nope" --tasks arc_easy --data-dir $DATA
@@ -111,8 +93,6 @@ expect_fail "task files missing: names the folder" "$TMP/data/arc_challenge" $KD
 expect_fail "race missing: says no RACE data ships" "ships no RACE data" $KDA eval "$ck" --tasks race --data-dir $DATA
 expect_fail "no mmlu files" "mmlu/test" $KDA eval "$ck" --tasks mmlu --data-dir "$TMP/data"
 expect_fail "--num-fewshot without mmlu" "MMLU only" $KDA eval "$ck" --tasks arc_easy --data-dir $DATA --num-fewshot 5
-expect_fail "val_loss without --data-path" "--data-path" $KDA eval "$ck" --tasks val_loss
-expect_fail "--data-path without val_loss" "val_loss" $KDA eval "$ck" --tasks arc_easy --data-dir $DATA --data-path "$TMP/val.txt"
 expect_fail "mmlu twice" "names both mmlu" $KDA eval "$ck" --tasks mmlu,mmlu_global_facts --data-dir $DATA
 mkdir -p "$TMP/bad/piqa"
 printf '{"goal": "a", "sol1": "b", "sol2": "c", "label": 0}\n{"goal": "a", "sol1": "b"\n' > "$TMP/bad/piqa/valid.jsonl"
