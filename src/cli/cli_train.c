@@ -118,7 +118,7 @@ int cmd_train(int argc, char **argv) {
     if (lead && cfg.save[0] && !dry) kda_guard_lock("save", cfg.save);
     if (lead && cfg.metrics_file[0]) kda_guard_file("metrics_file", cfg.metrics_file);
     if (!strcmp(ops->name, "cpu")) { // the parameter state must fit before it is allocated (mem_plan.h)
-        kda_mem_plan mp = kda_mem_plan_compute(&cfg, ops->w_bytes);
+        kda_mem_plan mp = kda_mem_plan_compute(&cfg, ops);
         kda_mem_plan_check_host(&cfg, &mp);
     }
     kda_model *m = kda_model_create(&cfg, ops, B, T);

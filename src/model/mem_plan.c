@@ -5,22 +5,16 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "model/model.h"
 
-static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; } // model.c's add_param padding
-
-kda_mem_plan kda_mem_plan_compute(const kda_config *c, int w_bytes) {
-    size_t d = (size_t)c->hidden_size, H = (size_t)c->num_heads, K = (size_t)c->head_dim, Vd = (size_t)c->head_v_dim;
-    size_t Dk = (size_t)c->key_dim, Dv = (size_t)c->value_dim, Dg = H * K, r = Vd, F = (size_t)c->intermediate_size;
-    size_t W = (size_t)c->conv_size;
-    size_t layer = pad16(d) + 2 * pad16(Dk * d) + pad16(Dv * d) + 2 * pad16(Dk * W) + pad16(Dv * W) + pad16(r * d) +
-                   pad16(Dg * r) + pad16(H * d) + pad16(H) + pad16(Dg) + pad16(r * d) + pad16(Dv * r) + pad16(Dv) +
-                   pad16(Vd) + pad16(d * Dv) + pad16(d) + 2 * pad16(F * d) + pad16(d * F);
+kda_mem_plan kda_mem_plan_compute(const kda_config *c, const kda_ops *ops) {
+    kda_model_mem mm;
+    kda_model_mem_of(c, ops, 1, 1, &mm); // the parameter part does not depend on the batch
     kda_mem_plan p;
-    p.embed_floats = pad16((size_t)c->vocab_size * d);
-    p.layers_floats = layer * (size_t)c->num_hidden_layers;
-    p.n_floats = p.embed_floats + p.layers_floats + pad16(d);
-    double per = 4.0 * 2 + (double)w_bytes + 4.0 * 2; // master, grad, work, adam m and v
-    p.state_bytes = (size_t)((double)p.n_floats * per);
+    p.embed_floats = mm.embed_floats;
+    p.n_floats = mm.n_floats;
+    p.layers_floats = mm.n_floats - mm.embed_floats;
+    p.state_bytes = mm.params + mm.grads + mm.optim;
     return p;
 }
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "base/config.h"
+#include "model/ops.h"
 
 typedef struct {
     size_t embed_floats;  // model.embeddings.weight (padded)
@@ -17,8 +18,8 @@ typedef struct {
     size_t state_bytes;   // master + grad + work + two AdamW moments
 } kda_mem_plan;
 
-// c must be finalized; w_bytes: bytes per compute-copy weight (ops->w_bytes).
-kda_mem_plan kda_mem_plan_compute(const kda_config *c, int w_bytes);
+// c must be finalized; the sizes come from model.c's kda_model_mem_of for this backend.
+kda_mem_plan kda_mem_plan_compute(const kda_config *c, const kda_ops *ops);
 // MemAvailable from /proc/meminfo in bytes; 0 when unknown.
 size_t kda_mem_host_available(void);
 // Dies, naming both numbers and the settings that dominate, when the plan exceeds the host's

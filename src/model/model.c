@@ -111,38 +111,28 @@ size_t kda_model_num_params(const kda_model *m) {
     return n;
 }
 
-// ---- memory planning ----------------------------------------------------------------------
+// ---- the model's backend buffers: sized in one place ---------------------------------------
+// model_buffers sizes every backend buffer kda_model_create allocates. With a model it allocates
+// them into it; without one it only adds their sizes up. kda_model_mem_of (the memory plan,
+// mem_plan.h) is that second call, so the plan and the allocation cannot disagree.
 
-static void *act_alloc(kda_model *m, size_t elems) {
-    size_t bytes = elems * (size_t)m->ops->act_bytes;
-    m->act_bytes_total += bytes;
-    return m->ops->alloc(bytes);
-}
-
-static float *f32_alloc(kda_model *m, size_t elems) {
-    m->act_bytes_total += elems * sizeof(float);
-    return m->ops->alloc(elems * sizeof(float));
-}
-
-static kda_core_dims core_dims(const kda_model *m, int B, int T);
-
-static void *core_saved_alloc(kda_model *m, const kda_core_dims *cd) {
-    size_t sb = m->ops->kda_saved_bytes(cd);
-    m->act_bytes_total += sb;
-    return m->ops->alloc(sb);
-}
-
-static kda_core_dims core_dims(const kda_model *m, int B, int T) {
+static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B, int T) {
     kda_core_dims d = {.B = B,
                        .T = T,
-                       .H = m->cfg.num_heads,
-                       .K = m->cfg.head_dim,
-                       .V = m->cfg.head_v_dim,
-                       .chunk = m->cfg.kda_chunk_size,
-                       .scale = (float)(1.0 / sqrt((double)m->cfg.head_dim)),
-                       .algo = m->algo};
+                       .H = c->num_heads,
+                       .K = c->head_dim,
+                       .V = c->head_v_dim,
+                       .chunk = c->kda_chunk_size,
+                       .scale = (float)(1.0 / sqrt((double)c->head_dim)),
+                       .algo = algo};
     return d;
 }
+
+static kda_core_algo algo_of(const kda_config *c) {
+    return strcmp(c->kda_algo, "recurrent") ? KDA_CHUNKED : KDA_RECURRENT;
+}
+
+static kda_core_dims core_dims(const kda_model *m, int B, int T) { return core_dims_of(&m->cfg, m->algo, B, T); }
 
 // ---- activation recomputation (config recompute_granularity) ----
 // A recomputed field of kda_layer_acts is one buffer shared by every layer: the forward of each
@@ -162,8 +152,7 @@ static int recompute_mask(const kda_config *c) {
     return mask;
 }
 
-static int act_recomputed(const kda_model *m, size_t field) {
-    int rc = recompute_mask(&m->cfg);
+static int act_recomputed(int rc, size_t field) {
     if (rc & RC_FULL) return field != offsetof(kda_layer_acts, h_in);
     if (field == offsetof(kda_layer_acts, xn) || field == offsetof(kda_layer_acts, x2)) return rc & RC_LAYERNORM;
     if (field == offsetof(kda_layer_acts, q) || field == offsetof(kda_layer_acts, k) ||
@@ -175,101 +164,183 @@ static int act_recomputed(const kda_model *m, size_t field) {
     return 0;
 }
 
-// One layer's buffers; with 'first' (layer 0's), recomputed fields share its buffers.
-static void alloc_layer_acts(kda_model *m, kda_layer_acts *a, const kda_layer_acts *first) {
-    const kda_config *c = &m->cfg;
-    size_t N = (size_t)m->B * m->T;
+// Allocates into m (NULL: counts only) through ops; every byte is added to mem->total and to one part.
+typedef struct {
+    kda_model *m;
+    const kda_ops *ops;
+    kda_model_mem *mem;
+} sizer;
+
+static void *buf(sizer *z, size_t *part, size_t bytes) {
+    *part += bytes;
+    z->mem->total += bytes;
+    return z->m ? z->ops->alloc(bytes) : NULL;
+}
+#define ACTS(z, part, elems) buf(z, part, (size_t)(elems) * (size_t)(z)->ops->act_bytes)
+#define F32S(z, part, elems) buf(z, part, (size_t)(elems) * sizeof(float))
+
+// One layer's buffers; with 'first' (layer 0's), recomputed fields share its buffers (and are
+// counted once, as acts_shared).
+static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int B, int T, kda_layer_acts *a,
+                          const kda_layer_acts *first) {
+    size_t N = (size_t)B * T;
     int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
-    int r = c->head_v_dim, F = c->intermediate_size;
-    kda_core_dims cd = core_dims(m, m->B, m->T);
-#define ACT(field, expr) a->field = first && act_recomputed(m, offsetof(kda_layer_acts, field)) ? first->field : (expr)
-    ACT(h_in, act_alloc(m, N * d));
-    ACT(rstd1, f32_alloc(m, N));
-    ACT(xn, act_alloc(m, N * d));
-    ACT(q_pre, act_alloc(m, N * Dk));
-    ACT(k_pre, act_alloc(m, N * Dk));
-    ACT(v_pre, act_alloc(m, N * Dv));
-    ACT(q, act_alloc(m, N * Dk));
-    ACT(k, act_alloc(m, N * Dk));
-    ACT(v, act_alloc(m, N * Dv));
-    ACT(f_low, act_alloc(m, N * r));
-    ACT(f, act_alloc(m, N * Dg));
-    ACT(b, act_alloc(m, N * H));
-    ACT(g_low, act_alloc(m, N * r));
-    ACT(u, act_alloc(m, N * Dv));
-    ACT(core_saved, core_saved_alloc(m, &cd));
-    ACT(o, act_alloc(m, N * Dv));
-    ACT(rstd_o, f32_alloc(m, N * H));
-    ACT(y, act_alloc(m, N * Dv));
-    ACT(h_mid, act_alloc(m, N * d));
-    ACT(rstd2, f32_alloc(m, N));
-    ACT(x2, act_alloc(m, N * d));
-    ACT(gate, act_alloc(m, N * F));
-    ACT(up, act_alloc(m, N * F));
-    ACT(z, act_alloc(m, N * F));
+    int r = c->head_v_dim, F = c->intermediate_size, rc = recompute_mask(c);
+    kda_core_dims cd = core_dims_of(c, algo, B, T);
+    kda_model_mem *mm = z->mem;
+#define ACT(field, expr)                                               \
+    do {                                                               \
+        int sh_ = act_recomputed(rc, offsetof(kda_layer_acts, field)); \
+        if (first && sh_) a->field = first->field;                     \
+        else {                                                         \
+            size_t b0_ = mm->acts_layers;                              \
+            a->field = (expr);                                         \
+            if (sh_) mm->acts_shared += mm->acts_layers - b0_;         \
+        }                                                              \
+    } while (0)
+    ACT(h_in, ACTS(z, &mm->acts_layers, N * d));
+    ACT(rstd1, F32S(z, &mm->acts_layers, N));
+    ACT(xn, ACTS(z, &mm->acts_layers, N * d));
+    ACT(q_pre, ACTS(z, &mm->acts_layers, N * Dk));
+    ACT(k_pre, ACTS(z, &mm->acts_layers, N * Dk));
+    ACT(v_pre, ACTS(z, &mm->acts_layers, N * Dv));
+    ACT(q, ACTS(z, &mm->acts_layers, N * Dk));
+    ACT(k, ACTS(z, &mm->acts_layers, N * Dk));
+    ACT(v, ACTS(z, &mm->acts_layers, N * Dv));
+    ACT(f_low, ACTS(z, &mm->acts_layers, N * r));
+    ACT(f, ACTS(z, &mm->acts_layers, N * Dg));
+    ACT(b, ACTS(z, &mm->acts_layers, N * H));
+    ACT(g_low, ACTS(z, &mm->acts_layers, N * r));
+    ACT(u, ACTS(z, &mm->acts_layers, N * Dv));
+    {
+        size_t c0 = mm->acts_layers;
+        ACT(core_saved, buf(z, &mm->acts_layers, z->ops->kda_saved_bytes(&cd)));
+        mm->acts_core += mm->acts_layers - c0;
+    }
+    ACT(o, ACTS(z, &mm->acts_layers, N * Dv));
+    ACT(rstd_o, F32S(z, &mm->acts_layers, N * H));
+    ACT(y, ACTS(z, &mm->acts_layers, N * Dv));
+    ACT(h_mid, ACTS(z, &mm->acts_layers, N * d));
+    ACT(rstd2, F32S(z, &mm->acts_layers, N));
+    ACT(x2, ACTS(z, &mm->acts_layers, N * d));
+    ACT(gate, ACTS(z, &mm->acts_layers, N * F));
+    ACT(up, ACTS(z, &mm->acts_layers, N * F));
+    ACT(z, ACTS(z, &mm->acts_layers, N * F));
 #undef ACT
 }
 
-kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T) {
-    kda_model *m = kda_calloc(1, sizeof *m);
-    m->cfg = *cfg;
-    m->ops = ops;
-    m->algo = strcmp(cfg->kda_algo, "recurrent") ? KDA_CHUNKED : KDA_RECURRENT;
-    m->B = B;
-    m->T = T;
-    register_params(m);
-    m->n_alloc = m->n_floats + KDA_SHARD_SLACK;
-    m->master = ops->alloc(m->n_alloc * sizeof(float));
-    m->grad = ops->alloc(m->n_alloc * sizeof(float));
-    ops->zero(m->master, m->n_alloc * sizeof(float));
-    ops->zero(m->grad, m->n_alloc * sizeof(float));
-    if (ops->work_is_master) {
-        m->work = m->master;
-    } else {
-        m->work = ops->alloc(m->n_alloc * (size_t)ops->w_bytes);
-        ops->zero(m->work, m->n_alloc * (size_t)ops->w_bytes);
+static size_t optim_bytes(size_t n_floats) { return 2 * n_floats * sizeof(float); } // AdamW m and v
+
+// Every buffer of kda_model_create, from the registered parameter table of reg (== z->m when allocating).
+static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
+    kda_model *m = z->m;
+    const kda_ops *ops = z->ops;
+    const kda_config *c = &reg->cfg;
+    kda_core_algo algo = algo_of(c);
+    kda_model_mem *mm = z->mem;
+    size_t n_floats = reg->n_floats, na = n_floats + KDA_SHARD_SLACK;
+    mm->n_floats = n_floats;
+    mm->embed_floats = (reg->params[reg->embed].numel + 15) & ~(size_t)15;
+    mm->n_alloc = na;
+    void *master = buf(z, &mm->params, na * sizeof(float));
+    void *grad = buf(z, &mm->grads, na * sizeof(float));
+    void *work = ops->work_is_master ? master : buf(z, &mm->params, na * (size_t)ops->w_bytes);
+    mm->optim = optim_bytes(n_floats); // allocated by kda_model_alloc_optim, not here
+    if (m) {
+        m->master = master, m->grad = grad, m->work = work;
+        ops->zero(m->master, na * sizeof(float));
+        ops->zero(m->grad, na * sizeof(float));
+        if (work != master) ops->zero(m->work, na * (size_t)ops->w_bytes);
     }
 
     size_t N = (size_t)B * T;
-    int d = cfg->hidden_size, H = cfg->num_heads, Dk = cfg->key_dim, Dv = cfg->value_dim, Dg = H * cfg->head_dim;
-    int r = cfg->head_v_dim, F = cfg->intermediate_size, L = cfg->num_hidden_layers;
-    m->acts = kda_calloc(L, sizeof(kda_layer_acts));
-    for (int l = 0; l < L; l++) alloc_layer_acts(m, &m->acts[l], l > 0 ? &m->acts[0] : NULL);
-    m->h_final = act_alloc(m, N * d);
-    m->x_final = act_alloc(m, N * d);
-    m->rstd_final = f32_alloc(m, N);
-    m->dh = act_alloc(m, N * d);
-    m->ids_dev = ops->alloc(N * sizeof(int32_t));
-    m->tgt_dev = ops->alloc(N * sizeof(int32_t));
+    int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
+    int r = c->head_v_dim, F = c->intermediate_size, L = c->num_hidden_layers;
+    kda_layer_acts count_only[2]; // the buffers of a plan (NULL pointers, layer 0 and the others)
+    memset(count_only, 0, sizeof count_only);
+    for (int l = 0; l < L; l++) {
+        kda_layer_acts *a = m ? &m->acts[l] : &count_only[l > 0];
+        layer_buffers(z, c, algo, B, T, a, l > 0 ? (m ? &m->acts[0] : &count_only[0]) : NULL);
+    }
+    void *h_final = ACTS(z, &mm->acts_head, N * d);
+    void *x_final = ACTS(z, &mm->acts_head, N * d);
+    float *rstd_final = F32S(z, &mm->acts_head, N);
+    void *dh = ACTS(z, &mm->acts_head, N * d);
+    int32_t *ids_dev = buf(z, &mm->tokens, N * sizeof(int32_t));
+    int32_t *tgt_dev = buf(z, &mm->tokens, N * sizeof(int32_t));
+    if (m) {
+        m->h_final = h_final, m->x_final = x_final, m->rstd_final = rstd_final, m->dh = dh;
+        m->ids_dev = ids_dev, m->tgt_dev = tgt_dev;
+    }
     // gradient scratch (one set, reused by every layer)
+    kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
+    size_t big = (size_t)F > (size_t)d ? (size_t)F : (size_t)d, *p = &mm->grad_scratch;
+    g->dz = ACTS(z, p, N * F);
+    g->dgate = ACTS(z, p, N * F);
+    g->dup = ACTS(z, p, N * F);
+    g->dx2 = ACTS(z, p, N * d);
+    g->dy = ACTS(z, p, N * Dv);
+    g->d_o = ACTS(z, p, N * Dv);
+    g->du = ACTS(z, p, N * Dv);
+    g->dglow = ACTS(z, p, N * r);
+    g->dxn = ACTS(z, p, N * d);
+    g->dq = ACTS(z, p, N * Dk);
+    g->dk = ACTS(z, p, N * Dk);
+    g->dv = ACTS(z, p, N * Dv);
+    g->df = ACTS(z, p, N * Dg);
+    g->db = ACTS(z, p, N * H);
+    g->dflow = ACTS(z, p, N * r);
+    g->dq_pre = ACTS(z, p, N * Dk);
+    g->dk_pre = ACTS(z, p, N * Dk);
+    g->dv_pre = ACTS(z, p, N * Dv);
+    g->tmp = ACTS(z, p, N * big);
+}
+#undef ACTS
+#undef F32S
+
+// The kernels index a micro-batch's rows (tokens x heads) with int.
+static void check_batch_size(const kda_config *c, int B, int T) {
+    double rows = (double)B * T * c->num_heads;
+    if (B < 1 || T < 1 || rows > 2147483647.0)
+        kda_die("a micro-batch of %d x %d tokens (x %d heads = %.0f rows) is more than the kernels index (2^31 - 1 "
+                "rows); lower micro_batch_size or seq_length",
+                B, T, c->num_heads, rows);
+}
+
+kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T) {
+    check_batch_size(cfg, B, T);
+    kda_model *m = kda_calloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->ops = ops;
+    m->algo = algo_of(cfg);
+    m->B = B;
+    m->T = T;
+    register_params(m);
+    m->acts = kda_calloc(cfg->num_hidden_layers, sizeof(kda_layer_acts));
     m->gs = kda_calloc(1, sizeof *m->gs);
-    size_t big = (size_t)F > (size_t)d ? (size_t)F : (size_t)d;
-    m->gs->dz = act_alloc(m, N * F);
-    m->gs->dgate = act_alloc(m, N * F);
-    m->gs->dup = act_alloc(m, N * F);
-    m->gs->dx2 = act_alloc(m, N * d);
-    m->gs->dy = act_alloc(m, N * Dv);
-    m->gs->d_o = act_alloc(m, N * Dv);
-    m->gs->du = act_alloc(m, N * Dv);
-    m->gs->dglow = act_alloc(m, N * r);
-    m->gs->dxn = act_alloc(m, N * d);
-    m->gs->dq = act_alloc(m, N * Dk);
-    m->gs->dk = act_alloc(m, N * Dk);
-    m->gs->dv = act_alloc(m, N * Dv);
-    m->gs->df = act_alloc(m, N * Dg);
-    m->gs->db = act_alloc(m, N * H);
-    m->gs->dflow = act_alloc(m, N * r);
-    m->gs->dq_pre = act_alloc(m, N * Dk);
-    m->gs->dk_pre = act_alloc(m, N * Dk);
-    m->gs->dv_pre = act_alloc(m, N * Dv);
-    m->gs->tmp = act_alloc(m, N * big);
+    sizer z = {m, ops, &m->mem};
+    model_buffers(&z, m, B, T);
+    m->n_alloc = m->mem.n_alloc;
+    m->act_bytes_total = m->mem.acts_layers + m->mem.acts_head + m->mem.grad_scratch;
     return m;
+}
+
+void kda_model_mem_of(const kda_config *c, const kda_ops *ops, int B, int T, kda_model_mem *out) {
+    check_batch_size(c, B, T);
+    kda_model reg = {.cfg = *c}; // the parameter table only
+    register_params(&reg);
+    memset(out, 0, sizeof *out);
+    sizer z = {NULL, ops, out};
+    model_buffers(&z, &reg, B, T);
+    free(reg.params);
+    free(reg.layer);
 }
 
 void kda_model_alloc_optim(kda_model *m) {
     if (m->adam_m) return;
-    m->adam_m = m->ops->alloc(m->n_floats * sizeof(float));
-    m->adam_v = m->ops->alloc(m->n_floats * sizeof(float));
+    size_t each = optim_bytes(m->n_floats) / 2;
+    m->adam_m = m->ops->alloc(each);
+    m->adam_v = m->ops->alloc(each);
     m->ops->zero(m->adam_m, m->n_floats * sizeof(float));
     m->ops->zero(m->adam_v, m->n_floats * sizeof(float));
 }

@@ -31,6 +31,24 @@ typedef struct {
 } kda_layer_params;
 
 typedef struct kda_layer_acts kda_layer_acts; // activation buffers of one layer (model.c)
+
+// Bytes of backend memory a model holds for micro-batch B x T, by part. One function of model.c
+// sizes kda_model_create's buffers and computes this (kda_model_mem_of), so the two agree exactly.
+typedef struct {
+    size_t n_floats;      // parameter floats (each tensor padded to 16 floats)
+    size_t n_alloc;       // floats per parameter buffer: n_floats + KDA_SHARD_SLACK
+    size_t embed_floats;  // of n_floats: the (tied) embedding
+    size_t params;        // fp32 masters, and the working copy when the backend keeps one
+    size_t grads;         // fp32 gradients
+    size_t optim;         // AdamW's two moments (allocated by kda_model_alloc_optim, not by create)
+    size_t acts_layers;   // what the layers keep for the backward, every layer (shared buffers once)
+    size_t acts_core;     //   of which the KDA core's saved buffers (the backend's kda_saved_bytes)
+    size_t acts_shared;   //   of which recomputed activations: one buffer for all layers
+    size_t acts_head;     // final hidden state, its norm and rstd, the residual stream's gradient
+    size_t grad_scratch;  // backward scratch shared by the layers
+    size_t tokens;        // token ids and targets on the backend
+    size_t total;         // what kda_model_create allocates: all of the above but optim
+} kda_model_mem;
 typedef struct kda_grad_scratch kda_grad_scratch; // backward scratch (model.c)
 
 typedef struct kda_model {
@@ -57,7 +75,8 @@ typedef struct kda_model {
     void *dh;                 // gradient of the residual stream [N,d]
     kda_grad_scratch *gs;
     int32_t *ids_dev, *tgt_dev;
-    size_t act_bytes_total;   // bytes of activation memory planned
+    size_t act_bytes_total;   // bytes of activation memory: mem.acts_layers + acts_head + grad_scratch
+    kda_model_mem mem;        // what create allocated, by part (kda_model_mem_of)
     // Optional: called during the backward pass of kda_model_step (when the step's
     // grad_ready_on is set) as soon as the gradients in floats [lo, hi) of m->grad are final for
     // that micro-batch: final norm, then layers L-1 .. 0, then the embedding (tied: its gradient
@@ -73,8 +92,13 @@ typedef struct kda_model {
 // Float range [*lo, *hi) of layer l's parameters in the parameter buffers (contiguous).
 void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi);
 
-// Build the model for a backend; activations for micro-batch B and sequence length T.
+// Build the model for a backend; activations for micro-batch B and sequence length T. Dies when
+// B x T x num_heads rows exceed what the kernels index (int).
 kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T);
+// What kda_model_create(c, ops, B, T) allocates (and kda_model_alloc_optim adds: out->optim),
+// computed without allocating: the same sizing function (model.c). ops is only asked for sizes
+// (act_bytes, w_bytes, work_is_master, kda_saved_bytes). Dies as create does on a batch too big to index.
+void kda_model_mem_of(const kda_config *c, const kda_ops *ops, int B, int T, kda_model_mem *out);
 void kda_model_free(kda_model *m);
 
 // For a model that will never run a backward (scoring, generation): gives the gradient buffer
