@@ -15,7 +15,8 @@ KDA=${KDA:-./kda}
 if [ "$KDA" = driver ]; then
   printf '#include "cli/cli.h"\nint main(int c, char **v) { return cmd_tokenize(c - 1, v + 1); }\n' > "$W/drv.c"
   gcc -std=c11 -O2 -march=x86-64-v2 -fopenmp -D_GNU_SOURCE -Isrc -o "$W/kda" "$W/drv.c" src/base/common.c src/text/doc_source.c \
-    src/formats/parquet.c src/formats/parquet_thrift.c src/data/indexed_dataset.c src/cli/cli_tokenize.c src/text/tokenizer_*.c \
+    src/formats/parquet.c src/formats/parquet_thrift.c src/data/indexed_dataset.c src/data/tokenize_files.c src/cli/cli_tokenize.c src/cli/cli_args.c \
+    src/base/run_guard.c src/text/tokenizer_*.c \
     -ljansson -lzstd -lz -lsnappy -lpcre2-8 -lm -lpthread
   KDA=$W/kda
 fi
