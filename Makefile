@@ -43,10 +43,6 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps deps-check test test-c test-san test-py demo bench clean cuda cuda-device-bins device-bins format
-# the C and CUDA sources in the style of .clang-format (clang-format 14, Debian's)
-FORMAT_SRC = $(shell git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.c' 'tests/*.h' 2>/dev/null)
-format:
-	clang-format -i --style=file $(FORMAT_SRC)
 all: deps-check kda
 
 # ---- CUDA backend (docs/cuda.md): src/backend/cuda/*.cu when nvcc is on PATH, else src/backend/cuda/*_stub.c.
@@ -184,3 +180,8 @@ build/data/tinyshakespeare-llama3.idx: data/tinyshakespeare.txt data/tokenizer/l
 
 clean:
 	rm -rf build build-san kda
+
+# the C and CUDA sources in the style of .clang-format (clang-format 14, Debian's)
+FORMAT_SRC = $(shell git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.c' 'tests/*.h' 2>/dev/null)
+format:
+	clang-format -i --style=file $(FORMAT_SRC)
