@@ -55,15 +55,22 @@ int cmd_bench(int argc, char **argv) {
                    "                 [--peak-tflops X]\n"
                    "Times training steps of CONFIG's model at micro_batch_size x seq_length on random tokens and\n"
                    "prints ms/step, tokens/s, model FLOPs/token (kda-model.md §7), MFU and planned memory.\n"
-                   "--peak-tflops sets the MFU denominator (default: 989.4 on CUDA, none on the CPU).\n");
+                   "  --set key=value   override one key of CONFIG (repeatable)\n"
+                   "  --device D        auto | cpu | cuda (shorthand for --set device=D)\n"
+                   "  --steps N         timed steps (default 5)\n"
+                   "  --warmup N        untimed steps first (default 1)\n"
+                   "  --peak-tflops X   the MFU denominator (default: 989.4 on CUDA, none on the CPU)\n");
             return 0;
         }
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ||
             !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--peak-tflops")) {
-            kda_cli_value("bench", argc, argv, &i);
+            const char *opt = argv[i], *v = kda_cli_value("bench", argc, argv, &i);
+            if (!strcmp(opt, "--set")) kda_cli_set_value("bench", v);
+            else if (!strcmp(opt, "--device")) kda_cli_device("bench", v);
             continue;
         }
         if (argv[i][0] == '-') kda_cli_usage_error("bench", "unknown option '%s'", argv[i]);
+        if (path) kda_cli_usage_error("bench", "takes one config file; got '%s' and '%s'", path, argv[i]);
         path = argv[i];
     }
     if (path) kda_config_load(&cfg, path);
@@ -80,7 +87,6 @@ int cmd_bench(int argc, char **argv) {
         else continue;
         i++;
     }
-    if (steps < 1 || warmup < 0) kda_die("--steps must be >= 1 and --warmup >= 0");
     kda_config_finalize(&cfg);
     kda_bench_result r = kda_bench_train_steps(&cfg, steps, warmup);
     print_result(&r, steps, peak_tflops < 0 ? r.ops->peak_tflops : peak_tflops);

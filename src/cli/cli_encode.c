@@ -49,16 +49,20 @@ static void parse_args(int argc, char **argv, int decode, opts *o) {
             usage(stdout, decode);
             exit(0);
         } else if (!strcmp(a, "--tokenizer")) {
-            if (i + 1 >= argc) kda_cli_usage_error(cmd + 4, "--tokenizer needs a path");
-            o->tokenizer = argv[++i];
+            o->tokenizer = kda_cli_value(cmd + 4, argc, argv, &i);
         } else if (!decode && !strcmp(a, "--bos")) {
+            kda_cli_flag(cmd + 4, a);
             o->bos = 1;
         } else if (!decode && !strcmp(a, "--no-special")) {
+            kda_cli_flag(cmd + 4, a);
             o->no_special = 1;
         } else if (decode && !strcmp(a, "--skip-special")) {
+            kda_cli_flag(cmd + 4, a);
             o->skip_special = 1;
-        } else {
+        } else if (a[0] == '-') {
             kda_cli_usage_error(cmd + 4, "unknown option '%s'", a);
+        } else {
+            kda_cli_usage_error(cmd + 4, "takes no arguments (the JSON lines come on stdin); unexpected '%s'", a);
         }
     }
 }

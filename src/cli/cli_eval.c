@@ -79,6 +79,7 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
             exit(0);
         }
         if (!strcmp(a, "--no-progress")) {
+            kda_cli_flag("eval", a);
             o->progress = 0;
             continue;
         }
@@ -100,7 +101,7 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--data-path")) o->data_path = v;
         else if (!strcmp(a, "--split")) o->split = v;
         else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--device")) o->device = v;
+        else if (!strcmp(a, "--device")) o->device = kda_cli_device("eval", v);
         else if (!strcmp(a, "--limit")) o->limit = kda_cli_long("eval", a, v, 1, 1L << 40);
         else if (!strcmp(a, "--num-fewshot")) o->num_fewshot = (int)kda_cli_long("eval", a, v, 0, 1000);
         else if (!strcmp(a, "--batch-size")) o->batch_size = (int)kda_cli_long("eval", a, v, 1, 1 << 16);
@@ -108,7 +109,8 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--seq-length")) o->seq_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
         else if (!strcmp(a, "--eval-iters")) o->eval_iters = (int)kda_cli_long("eval", a, v, 1, 1 << 24);
         else if (!strcmp(a, "--set")) {
-            if (o->n_sets == MAX_SETS) kda_die("kda eval: more than %d --set options", MAX_SETS);
+            kda_cli_set_value("eval", v);
+            if (o->n_sets == MAX_SETS) kda_cli_usage_error("eval", "more than %d --set options", MAX_SETS);
             o->sets[o->n_sets++] = v;
         }
     }

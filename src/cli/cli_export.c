@@ -72,11 +72,12 @@ int cmd_export(int argc, char **argv) {
                    "A tokenizer the checkpoint names but that cannot be read is an error, never left out.\n");
             return 0;
         } else if (!strcmp(argv[i], "--dtype")) {
-            if (++i >= argc) kda_cli_usage_error("export", "--dtype needs bf16 or fp32");
-            if (!strcmp(argv[i], "bf16")) bf16 = 1;
-            else if (!strcmp(argv[i], "fp32")) bf16 = 0;
-            else kda_die("--dtype '%s': use bf16 or fp32", argv[i]);
+            const char *v = kda_cli_value("export", argc, argv, &i);
+            if (!strcmp(v, "bf16")) bf16 = 1;
+            else if (!strcmp(v, "fp32")) bf16 = 0;
+            else kda_cli_usage_error("export", "--dtype '%s': use bf16 or fp32", v);
         } else if (!strcmp(argv[i], "--force")) {
+            kda_cli_flag("export", argv[i]);
             force = 1;
         } else if (!strcmp(argv[i], "--tokenizer")) {
             tok_override = kda_cli_value("export", argc, argv, &i);
@@ -163,10 +164,9 @@ int cmd_import(int argc, char **argv) {
                    "Model keys come from config.json; --config / --set supply the training keys stored with it.\n");
             return 0;
         } else if (!strcmp(argv[i], "--config")) {
-            if (++i >= argc) kda_cli_usage_error("import", "--config needs a YAML file");
-            yaml = argv[i];
+            yaml = kda_cli_value("import", argc, argv, &i);
         } else if (!strcmp(argv[i], "--set")) {
-            if (++i >= argc) kda_cli_usage_error("import", "--set needs key=value");
+            kda_cli_set_value("import", kda_cli_value("import", argc, argv, &i));
         } else if (argv[i][0] == '-') {
             kda_cli_usage_error("import", "unknown option '%s'", argv[i]);
         } else if (!src) {
@@ -174,10 +174,10 @@ int cmd_import(int argc, char **argv) {
         } else if (!out) {
             out = argv[i];
         } else {
-            kda_die("kda import takes HF_DIR and SAVE_DIR; unexpected '%s'", argv[i]);
+            kda_cli_usage_error("import", "takes HF_DIR and SAVE_DIR; unexpected '%s'", argv[i]);
         }
     }
-    if (!src || !out) kda_die("usage: kda import HF_DIR SAVE_DIR [--config TRAIN.yaml]");
+    if (!src || !out) kda_cli_usage_error("import", "needs HF_DIR and SAVE_DIR");
     // an import is iteration 0: over an existing run it would repoint `latest` and hijack a resume
     char *existing = kda_ckpt_resolve(out);
     if (existing) kda_die("'%s' already holds a checkpoint (%s); import into a new SAVE_DIR", out, existing);

@@ -78,20 +78,15 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
             usage(stdout);
             exit(0);
         }
-        if (!strcmp(a, "--show-stats")) {
-            o->show_stats = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-echo")) {
-            o->echo = 0;
-            continue;
-        }
-        if (!strcmp(a, "--print-ids")) {
-            o->print_ids = 1;
+        if (!strcmp(a, "--show-stats") || !strcmp(a, "--no-echo") || !strcmp(a, "--print-ids")) {
+            kda_cli_flag("generate", a);
+            if (!strcmp(a, "--show-stats")) o->show_stats = 1;
+            else if (!strcmp(a, "--no-echo")) o->echo = 0;
+            else o->print_ids = 1;
             continue;
         }
         if (a[0] != '-') {
-            if (o->ckpt) kda_die("kda generate: two checkpoints given ('%s', '%s'); give one", o->ckpt, a);
+            if (o->ckpt) kda_cli_usage_error("generate", "two checkpoints given ('%s', '%s'); give one", o->ckpt, a);
             o->ckpt = a;
             continue;
         }
@@ -104,9 +99,10 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--prompt-file")) o->prompt_file = v;
         else if (!strcmp(a, "--config")) o->config = v;
         else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--device")) o->device = v;
+        else if (!strcmp(a, "--device")) o->device = kda_cli_device("generate", v);
         else if (!strcmp(a, "--set")) {
-            if (o->n_sets == MAX_SETS) kda_die("kda generate: more than %d --set options", MAX_SETS);
+            kda_cli_set_value("generate", v);
+            if (o->n_sets == MAX_SETS) kda_cli_usage_error("generate", "more than %d --set options", MAX_SETS);
             o->sets[o->n_sets++] = v;
         } else if (!strcmp(a, "--init-seed")) {
             o->init_seed = kda_cli_long("generate", a, v, 0, 0x7fffffffffffffffL);
@@ -121,11 +117,15 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--repetition-penalty")) o->samp.repetition_penalty = (float)kda_cli_double("generate", a, v);
     }
     if (o->ckpt && o->have_init_seed)
-        kda_die("kda generate: give either a checkpoint ('%s') or --init-seed, not both", o->ckpt);
+        kda_cli_usage_error("generate", "give either a checkpoint ('%s') or --init-seed, not both", o->ckpt);
     if (o->ckpt && o->config)
-        kda_die("kda generate: --config is for --init-seed; a checkpoint brings its own config.yaml (use --set to override)");
+        kda_cli_usage_error("generate", "--config is for --init-seed; a checkpoint brings its own config.yaml "
+                                        "(use --set to override)");
     if (!o->ckpt && !o->have_init_seed)
-        kda_die("kda generate: no model: give a checkpoint directory, or --init-seed N for a freshly initialised one");
+        kda_cli_usage_error("generate", "no model: give a checkpoint directory, or --init-seed N for a freshly "
+                                        "initialised one");
+    if (!o->n_prompts && !o->prompt_file)
+        kda_cli_usage_error("generate", "no prompt: give --prompt TEXT or --prompt-file PATH");
 }
 
 // Prompts from --prompt and --prompt-file, in that order (blank file lines skipped).

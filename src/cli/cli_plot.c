@@ -29,33 +29,21 @@ int cmd_plot(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--title")) {
-            if (i + 1 >= argc) {
-                kda_cli_usage_error("plot", "%s needs a value", a);
-            }
-            if (!strcmp(a, "--title")) title = argv[++i];
-            else out = argv[++i];
-        } else if (!strncmp(a, "--output=", 9)) {
-            out = a + 9;
-        } else if (!strncmp(a, "--title=", 8)) {
-            title = a + 8;
+            const char *v = kda_cli_value("plot", argc, argv, &i);
+            if (!strcmp(a, "--title")) title = v;
+            else out = v;
         } else if (a[0] == '-' && a[1]) {
             kda_cli_usage_error("plot", "unknown option '%s'", a);
         } else {
-            if (n == 16) {
-                fprintf(stderr, "kda: error: kda plot: at most 16 metrics files\n");
-                return 2;
-            }
+            if (n == 16) kda_cli_usage_error("plot", "at most 16 metrics files");
             char *copy = kda_strdup(a), *eq = strchr(copy, '=');
             if (eq) *eq = 0;
             in[n].path = copy, in[n].label = eq ? eq + 1 : NULL;
             n++;
         }
     }
-    if (!n || !out) {
-        fprintf(stderr, "kda: error: kda plot: %s (see kda plot --help)\n",
-                !n ? "no metrics files given" : "no output file (-o OUT.svg)");
-        return 2;
-    }
+    if (!n) kda_cli_usage_error("plot", "no metrics files given");
+    if (!out) kda_cli_usage_error("plot", "no output file (-o OUT.svg)");
     long pts = kda_plot_svg(in, n, out, title);
     printf("kda plot: %ld points from %d file%s -> %s\n", pts, n, n > 1 ? "s" : "", out);
     for (int i = 0; i < n; i++) free((char *)in[i].path);

@@ -15,7 +15,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kda tokenize --input FILE [--input FILE ...] --output-prefix PREFIX [options]\n"
-            "       (inputs may also be given as plain arguments)\n"
+            "       (inputs may also be given as plain arguments; -o is --output-prefix)\n"
             "\n"
             "Tokenizes documents into a Megatron-LM indexed dataset PREFIX.bin + PREFIX.idx (MMIDIDX v1;\n"
             "uint16 ids when the vocabulary is under 65500, else int32), as Megatron's preprocess_data.py\n"
@@ -38,6 +38,7 @@ static void usage(FILE *f) {
             "                      128000; Megatron's HuggingFaceTokenizer adds it, so it is on by default)\n"
             "  --bos               add it (the default)\n"
             "  --no-append-eod     no end-of-document id\n"
+            "  --append-eod        end each document with it (the default)\n"
             "  --eod ID            the end-of-document id (default: the tokenizer's <|end_of_text|>,\n"
             "                      128001 for Llama 3; 0 for bytes)\n"
             "  --special-as-text   special-token strings inside the text are ordinary text (default: they\n"
@@ -76,12 +77,14 @@ static void parse_args(int argc, char **argv, kda_tokenize_opts *o) {
             const char *v = need(argc, argv, &i);
             o->docs.format = !strcmp(v, "auto") ? KDA_FMT_AUTO : !strcmp(v, "text") ? KDA_FMT_TEXT
                            : !strcmp(v, "jsonl") ? KDA_FMT_JSONL : !strcmp(v, "parquet") ? KDA_FMT_PARQUET : -1;
-            if ((int)o->docs.format < 0) kda_die("kda tokenize: --format '%s': use auto, text, jsonl or parquet", v);
+            if ((int)o->docs.format < 0)
+                kda_cli_usage_error("tokenize", "--format '%s': use auto, text, jsonl or parquet", v);
         } else if (!strcmp(a, "--text-docs")) {
             const char *v = need(argc, argv, &i);
             o->docs.text_docs = !strcmp(v, "line") ? KDA_DOCS_LINE : !strcmp(v, "block") ? KDA_DOCS_BLOCK
                               : !strcmp(v, "file") ? KDA_DOCS_FILE : -1;
-            if ((int)o->docs.text_docs < 0) kda_die("kda tokenize: --text-docs '%s': use line, block or file", v);
+            if ((int)o->docs.text_docs < 0)
+                kda_cli_usage_error("tokenize", "--text-docs '%s': use line, block or file", v);
         } else if (!strcmp(a, "--json-key")) {
             o->docs.json_key = need(argc, argv, &i);
         } else if (!strcmp(a, "--column")) {
@@ -89,22 +92,29 @@ static void parse_args(int argc, char **argv, kda_tokenize_opts *o) {
         } else if (!strcmp(a, "--tokenizer")) {
             o->tokenizer = need(argc, argv, &i);
         } else if (!strcmp(a, "--bos")) {
+            kda_cli_flag("tokenize", a);
             o->bos = 1;
         } else if (!strcmp(a, "--no-bos")) {
+            kda_cli_flag("tokenize", a);
             o->bos = 0;
         } else if (!strcmp(a, "--append-eod")) {
+            kda_cli_flag("tokenize", a);
             o->append_eod = 1;
         } else if (!strcmp(a, "--no-append-eod")) {
+            kda_cli_flag("tokenize", a);
             o->append_eod = 0;
         } else if (!strcmp(a, "--eod")) {
             o->eod = kda_cli_long("tokenize", "--eod", need(argc, argv, &i), 0, 0x7fffffffL);
         } else if (!strcmp(a, "--special-as-text")) {
+            kda_cli_flag("tokenize", a);
             o->special_as_text = 1;
         } else if (!strcmp(a, "--threads")) {
             o->threads = (int)kda_cli_long("tokenize", "--threads", need(argc, argv, &i), 1, 1024);
         } else if (!strcmp(a, "--quiet")) {
+            kda_cli_flag("tokenize", a);
             o->quiet = 1;
         } else if (!strcmp(a, "--force")) {
+            kda_cli_flag("tokenize", a);
             o->force = 1;
         } else if (a[0] == '-' && a[1]) {
             kda_cli_usage_error("tokenize", "unknown option '%s'", a);
@@ -112,10 +122,12 @@ static void parse_args(int argc, char **argv, kda_tokenize_opts *o) {
             o->inputs[o->n_inputs++] = a;
         }
     }
-    if (!o->n_inputs) kda_die("kda tokenize: no input; name files with --input (see kda tokenize --help)");
-    if (!o->prefix) kda_die("kda tokenize: no --output-prefix; the output is PREFIX.bin and PREFIX.idx");
+    if (!o->n_inputs) kda_cli_usage_error("tokenize", "no input; name files with --input");
+    if (!o->prefix) kda_cli_usage_error("tokenize", "no --output-prefix; the output is PREFIX.bin and PREFIX.idx");
     for (int i = 0; i < o->n_inputs; i++)
         if (access(o->inputs[i], R_OK) != 0) kda_die("kda tokenize: cannot read input '%s'", o->inputs[i]);
+    if (!strcmp(o->tokenizer, KDA_TOKENIZE_BYTES) && o->bos == 1)
+        kda_cli_usage_error("tokenize", "the bytes tokenizer has no BOS; drop --bos");
 }
 
 int cmd_tokenize(int argc, char **argv) {

@@ -47,15 +47,18 @@ static int scan_args(int argc, char **argv, const char **path, int *dry) {
             return 1;
         }
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device")) {
-            i++;
+            const char *opt = argv[i], *v = kda_cli_value("train", argc, argv, &i);
+            if (!strcmp(opt, "--set")) kda_cli_set_value("train", v);
+            else kda_cli_device("train", v);
             continue;
         }
         if (!strcmp(argv[i], "--dry-run")) {
+            kda_cli_flag("train", argv[i]);
             *dry = 1;
             continue;
         }
         if (argv[i][0] == '-') kda_cli_usage_error("train", "unknown option '%s'", argv[i]);
-        if (*path) kda_die("kda train takes one config file; got '%s' and '%s'", *path, argv[i]);
+        if (*path) kda_cli_usage_error("train", "takes one config file; got '%s' and '%s'", *path, argv[i]);
         *path = argv[i];
     }
     return 0;

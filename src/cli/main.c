@@ -40,6 +40,23 @@ static void usage(FILE *f) {
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
 }
 
+// `kda version` (also `kda --version`): the build's one line (version.h).
+static int cmd_version(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: kda version   (or kda --version)\n"
+                   "Prints the release, the git commit this build was made from (and whether the tree was\n"
+                   "modified) and the CUDA architectures built in: the string stored in every checkpoint and in\n"
+                   "the metrics header. Takes no options.\n");
+            return 0;
+        }
+        if (argv[i][0] == '-') kda_cli_usage_error("version", "unknown option '%s'", argv[i]);
+        kda_cli_usage_error("version", "takes no arguments; unexpected '%s'", argv[i]);
+    }
+    printf("%s\n", kda_version_string());
+    return 0;
+}
+
 // OpenBLAS picks its GEMM kernels from the CPU model at load time; on virtual machines that
 // report a generic model it falls back to SSE3 kernels ("Prescott"), 3-4x slower than the
 // AVX2/AVX-512 ones the CPU has. OpenBLAS reads OPENBLAS_CORETYPE only at load, so when its
@@ -68,16 +85,18 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *name = argv[1];
-    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
-        printf("%s\n", kda_version_string());
-        return 0;
-    }
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         if (argc < 3) {
             usage(stdout);
             return 0;
         }
         char *help_argv[] = {argv[2], "--help", NULL}; // kda help CMD = kda CMD --help
+        if (!strcmp(argv[2], "version")) return cmd_version(2, help_argv);
+        if (!strcmp(argv[2], "help")) {
+            usage(stdout);
+            return 0;
+        }
         for (int i = 0; i < N_COMMANDS; i++)
             if (!strcmp(argv[2], commands[i].name) && commands[i].fn) return commands[i].fn(2, help_argv);
         fprintf(stderr, "kda: error: unknown command '%s'; 'kda help' lists the commands\n", argv[2]);

@@ -298,7 +298,7 @@ static void validate_if_due(trainer *t, int at_end) {
     long iter = t->st.iteration;
     if (!t->val || !((c->eval_interval > 0 && iter % c->eval_interval == 0) || at_end)) return;
     double vs, vc;
-    kda_validate(t->val, t->m, iter / (c->eval_interval > 0 ? c->eval_interval : 1), t->dist->rank, t->dist->world, &vs,
+    kda_validate(t->val, t->m, kda_validate_index(c, iter), t->dist->rank, t->dist->world, &vs,
                  &vc);
     if (t->dist->world > 1) vs = t->comm->sum_f64(t->comm, vs), vc = t->comm->sum_f64(t->comm, vc);
     if (vc > 0) kda_run_log_valid(t->rl, iter, vs / vc);
