@@ -84,7 +84,6 @@ typedef struct kda_model {
     void (*grad_ready)(void *user, size_t lo, size_t hi);
     void *grad_ready_user;
     int grad_ready_on;
-    struct kda_dist_optim *dopt; // data-parallel (ZeRO-1) optimizer state when sharded, else NULL
 } kda_model;
 
 #define KDA_SHARD_SLACK ((size_t)16 * 1024)

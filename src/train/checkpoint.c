@@ -18,7 +18,6 @@
 
 #include "base/version.h"
 #include "comm/dist.h"
-#include "train/dist_optim.h"
 #include "formats/safetensors.h"
 
 #define CKPT_FORMAT 1
@@ -126,7 +125,7 @@ static void read_params(const kda_model *m, float *host, const char *path, const
     kda_st_close(f);
 }
 
-// ---- save ---------------------------------------------------------------------------------
+// ---- checksums, the list of checkpoints ---------------------------------------------------
 
 // CRC-32 (zlib) of a whole file: written to state.json at save, compared at load, so that a
 // flipped byte in the weights or moments is an error naming the file, not a silently wrong model.
@@ -200,48 +199,80 @@ static int list_ckpts(const char *dir, char ***out) {
     return n;
 }
 
-void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir) {
-    // Whole buffers whatever the rank count (a sharded optimizer gathers its shards: every rank
-    // takes part); rank 0 writes.
-    int lead = kda_dist_init()->rank == 0, has_optim = kda_model_has_optim_state(m);
-    float *host = kda_malloc(m->n_alloc * sizeof(float));
-    if (!lead) {
-        kda_pbuf_get(m, KDA_PBUF_MASTER, host);
-        if (has_optim) {
-            kda_pbuf_get(m, KDA_PBUF_EXP_AVG, host);
-            kda_pbuf_get(m, KDA_PBUF_EXP_AVG_SQ, host);
-        }
-        free(host);
+// ---- the buffers: the model's own, or an optimizer's shards -------------------------------
+
+// The three tensor files, in the order they are written and read (and gathered across ranks).
+static const struct {
+    kda_ckpt_buf which;
+    const char *file;
+} tensor_files[] = {{KDA_CKPT_WEIGHTS, "model.safetensors"},
+                    {KDA_CKPT_EXP_AVG, "optim.exp_avg.safetensors"},
+                    {KDA_CKPT_EXP_AVG_SQ, "optim.exp_avg_sq.safetensors"}};
+
+// The model's allocation of a buffer, or NULL when it holds none (an optimizer's shards do).
+static float *model_buffer(const kda_model *m, kda_ckpt_buf which) {
+    return which == KDA_CKPT_WEIGHTS ? m->master : which == KDA_CKPT_EXP_AVG ? m->adam_m : m->adam_v;
+}
+
+// The shards hold the moments whenever they are given (checkpoint.h).
+static int has_optimizer_state(const kda_model *m, const kda_ckpt_shards *sh) { return m->adam_m != NULL || sh; }
+
+// host[m->n_alloc] <- the whole buffer (zeros past n_floats); a collective when sharded.
+static void get_buffer(kda_model *m, const kda_ckpt_shards *sh, kda_ckpt_buf which, float *host) {
+    const float *src = model_buffer(m, which);
+    if (!src) {
+        KDA_CHECK(sh, "checkpoint: buffer %d is held neither by the model nor by an optimizer", (int)which);
+        sh->gather(sh->owner, which, host);
         return;
     }
-    mkdir_p(save_dir);
-    char name[64], tmp[KDA_PATH_MAX * 2], fin[KDA_PATH_MAX * 2], path[KDA_PATH_MAX * 3];
-    snprintf(name, sizeof name, "iter_%07ld", st->iteration);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp-%d", save_dir, name, (int)getpid());
-    snprintf(fin, sizeof fin, "%s/%s", save_dir, name);
-    rm_rf(tmp);
-    mkdir_p(tmp);
-    kda_on_die(rm_rf_hook, tmp);
+    memset(host, 0, m->n_alloc * sizeof(float));
+    m->ops->to_host(host, src, m->n_floats * sizeof(float));
+}
 
-    json_t *sums = json_object();
-    kda_pbuf_get(m, KDA_PBUF_MASTER, host);
+// The whole buffer host[m->n_alloc] -> the model when it holds the buffer (the weights refresh
+// the working copy too), else the shards; moments are allocated in a model that has none and no
+// shards to hold them.
+static void put_buffer(kda_model *m, const kda_ckpt_shards *sh, kda_ckpt_buf which, const float *host) {
+    float *dst = model_buffer(m, which);
+    if (!dst && sh) {
+        sh->scatter(sh->owner, which, host);
+        return;
+    }
+    if (!dst) {
+        KDA_CHECK(which != KDA_CKPT_WEIGHTS,
+                  "checkpoint: the weights are held neither by the model nor by an optimizer");
+        kda_model_alloc_optim(m);
+        dst = model_buffer(m, which);
+    }
+    m->ops->to_device(dst, host, m->n_floats * sizeof(float));
+    if (which == KDA_CKPT_WEIGHTS) m->ops->master_to_work(m->master, m->work, m->n_floats);
+}
+
+// ---- save ---------------------------------------------------------------------------------
+
+// The tensor files (the moments only with has_optim) into dir, their CRC-32s into sums; every
+// rank takes part in the gathers, only the writer (write) writes. Returns whether the weights
+// are all finite.
+static int write_tensor_files(kda_model *m, const kda_ckpt_shards *sh, int has_optim, int write, const char *dir,
+                              json_t *sums) {
+    float *host = kda_malloc(m->n_alloc * sizeof(float));
+    char path[KDA_PATH_MAX * 3];
     int finite = 1;
-    for (size_t i = 0; i < m->n_alloc && finite; i++) finite = isfinite(host[i]);
-    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-    write_params(m, host, path, "");
-    record_crc(sums, path);
-    if (has_optim) {
-        snprintf(path, sizeof path, "%s/optim.exp_avg.safetensors", tmp);
-        kda_pbuf_get(m, KDA_PBUF_EXP_AVG, host);
-        write_params(m, host, path, "");
-        record_crc(sums, path);
-        snprintf(path, sizeof path, "%s/optim.exp_avg_sq.safetensors", tmp);
-        kda_pbuf_get(m, KDA_PBUF_EXP_AVG_SQ, host);
+    for (int k = 0; k < (has_optim ? 3 : 1); k++) {
+        get_buffer(m, sh, tensor_files[k].which, host);
+        if (!write) continue;
+        if (tensor_files[k].which == KDA_CKPT_WEIGHTS)
+            for (size_t i = 0; i < m->n_alloc && finite; i++) finite = isfinite(host[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, tensor_files[k].file);
         write_params(m, host, path, "");
         record_crc(sums, path);
     }
     free(host);
+    return finite;
+}
 
+// state.json: the train state, which kda wrote it, and the files' checksums (sums is taken over).
+static void write_state(const char *dir, const kda_train_state *st, int has_optim, int finite, json_t *sums) {
     json_t *js = json_object();
     json_object_set_new(js, "format", json_integer(CKPT_FORMAT));
     json_object_set_new(js, "kda_version", json_string(kda_version_string())); // which kda wrote it
@@ -260,15 +291,18 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
     json_object_set_new(js, "crc32", sums);
     char *text = json_dumps(js, JSON_INDENT(2));
     json_decref(js);
-    write_text_atomic(tmp, "state.json", text);
+    write_text_atomic(dir, "state.json", text);
     free(text);
+}
 
-    snprintf(path, sizeof path, "%s/config.yaml", tmp);
+// config.yaml: the run's configuration. A relative tokenizer_model is made absolute, so that
+// generate / export / eval find the tokenizer from any folder, not only from the one training ran in.
+static void write_config(const char *dir, const kda_config *cfg) {
+    char path[KDA_PATH_MAX * 3];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
     FILE *f = kda_fopen(path, "w");
-    // a relative tokenizer_model is made absolute, so that generate / export / eval find the
-    // tokenizer from any folder, not only from the one training ran in
     kda_config *cc = kda_malloc(sizeof *cc);
-    *cc = m->cfg;
+    *cc = *cfg;
     char absolute[PATH_MAX];
     if (cc->tokenizer_model[0] && cc->tokenizer_model[0] != '/' && realpath(cc->tokenizer_model, absolute) &&
         strlen(absolute) < sizeof cc->tokenizer_model)
@@ -277,9 +311,11 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
     free(cc);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) kda_die("cannot write '%s': %s", path, strerror(errno));
     fclose(f);
-    fsync_path(tmp, 1);
+}
 
-    // publish: replace an older checkpoint of the same iteration, rename, sync the parent
+// The complete directory tmp becomes fin (replacing an older checkpoint of the same iteration),
+// the parent is synced, then `latest` names it.
+static void publish(const char *tmp, const char *fin, const char *save_dir, const char *name) {
     if (access(fin, F_OK) == 0) {
         char old[KDA_PATH_MAX * 3];
         snprintf(old, sizeof old, "%s.old-%d", fin, (int)getpid());
@@ -289,29 +325,58 @@ void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir
     } else if (rename(tmp, fin) != 0) {
         kda_die("cannot rename '%s' to '%s': %s", tmp, fin, strerror(errno));
     }
-    kda_on_die_remove(rm_rf_hook, tmp);
+    kda_on_die_remove(rm_rf_hook, (void *)tmp);
     fsync_path(save_dir, 1);
     char latest[80];
     snprintf(latest, sizeof latest, "%s\n", name);
     write_text_atomic(save_dir, "latest", latest);
+}
 
-    int keep = m->cfg.keep_last_n;
-    if (keep > 0) {
-        char **v;
-        int n = list_ckpts(save_dir, &v);
-        for (int i = 0; i < n; i++) {
-            if (i < n - keep && strcmp(v[i], name)) {
-                // rename first (atomic), so a kill mid-delete never leaves a half checkpoint
-                // under a checkpoint's name; the .del-PID leftover is swept by list_ckpts
-                char del[KDA_PATH_MAX * 3 + 32];
-                snprintf(path, sizeof path, "%s/%s", save_dir, v[i]);
-                snprintf(del, sizeof del, "%s.del-%d", path, (int)getpid());
-                if (rename(path, del) == 0) rm_rf(del);
-            }
-            free(v[i]);
+// keep_last_n: only the newest `keep` checkpoints stay (never the one just written, `name`).
+static void remove_old_checkpoints(const char *save_dir, const char *name, int keep) {
+    if (keep <= 0) return;
+    char **v;
+    int n = list_ckpts(save_dir, &v);
+    for (int i = 0; i < n; i++) {
+        if (i < n - keep && strcmp(v[i], name)) {
+            // rename first (atomic), so a kill mid-delete never leaves a half checkpoint
+            // under a checkpoint's name; the .del-PID leftover is swept by list_ckpts
+            char path[KDA_PATH_MAX * 3], del[KDA_PATH_MAX * 3 + 32];
+            snprintf(path, sizeof path, "%s/%s", save_dir, v[i]);
+            snprintf(del, sizeof del, "%s.del-%d", path, (int)getpid());
+            if (rename(path, del) == 0) rm_rf(del);
         }
-        free(v);
+        free(v[i]);
     }
+    free(v);
+}
+
+void kda_ckpt_save_sharded(kda_model *m, const kda_ckpt_shards *sh, const kda_train_state *st, const char *save_dir) {
+    // Whole buffers whatever the rank count (shards are gathered: every rank takes part); rank 0 writes.
+    int lead = kda_dist_init()->rank == 0, has_optim = has_optimizer_state(m, sh);
+    if (!lead) {
+        if (sh) write_tensor_files(m, sh, has_optim, 0, NULL, NULL);
+        return;
+    }
+    mkdir_p(save_dir);
+    char name[64], tmp[KDA_PATH_MAX * 2], fin[KDA_PATH_MAX * 2];
+    snprintf(name, sizeof name, "iter_%07ld", st->iteration);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp-%d", save_dir, name, (int)getpid());
+    snprintf(fin, sizeof fin, "%s/%s", save_dir, name);
+    rm_rf(tmp);
+    mkdir_p(tmp);
+    kda_on_die(rm_rf_hook, tmp);
+    json_t *sums = json_object();
+    int finite = write_tensor_files(m, sh, has_optim, 1, tmp, sums);
+    write_state(tmp, st, has_optim, finite, sums);
+    write_config(tmp, &m->cfg);
+    fsync_path(tmp, 1);
+    publish(tmp, fin, save_dir, name);
+    remove_old_checkpoints(save_dir, name, m->cfg.keep_last_n);
+}
+
+void kda_ckpt_save(kda_model *m, const kda_train_state *st, const char *save_dir) {
+    kda_ckpt_save_sharded(m, NULL, st, save_dir);
 }
 
 // ---- load ---------------------------------------------------------------------------------
@@ -354,7 +419,39 @@ char *kda_ckpt_load_config(const char *ckpt, kda_config *cfg, const char *who) {
     return dir;
 }
 
-void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_state *st, int load_rng) {
+// The tensor files (the moments only with load_optim) -> the model or the shards, each file's
+// checksum verified first; every rank reads the whole files (rank-count independent).
+static void read_tensor_files(kda_model *m, const kda_ckpt_shards *sh, const char *dir, int load_optim, int has_optim,
+                              const json_t *sums) {
+    float *host = kda_calloc(m->n_alloc, sizeof(float));
+    char path[KDA_PATH_MAX * 2];
+    for (int k = 0; k < (load_optim ? 3 : 1); k++) {
+        if (k == 1 && !has_optim) kda_die("checkpoint '%s' has no optimizer state; set no_load_optim: true", dir);
+        snprintf(path, sizeof path, "%s/%s", dir, tensor_files[k].file);
+        verify_crc(sums, dir, path);
+        read_params(m, host, path, "");
+        put_buffer(m, sh, tensor_files[k].which, host);
+    }
+    free(host);
+}
+
+// The train state from state.json (path names it in errors); optim_steps only with load_optim.
+static void read_train_state(const json_t *js, const char *path, int load_optim, int load_rng, kda_train_state *st) {
+    st->iteration = (long)json_integer_value(json_object_get(js, "iteration"));
+    st->consumed_samples = (uint64_t)json_integer_value(json_object_get(js, "consumed_samples"));
+    json_t *os = json_object_get(js, "optim_steps");
+    st->optim_steps = load_optim && json_is_integer(os) ? (long)json_integer_value(os) : 0;
+    if (!load_rng) return;
+    const json_t *rng = json_object_get(js, "rng");
+    for (int i = 0; i < 4; i++) {
+        const char *hex = json_string_value(json_array_get(rng, i));
+        if (!hex) kda_die("checkpoint state '%s': rng entry %d is not a string", path, i);
+        st->rng.s[i] = strtoull(hex, NULL, 16);
+    }
+}
+
+void kda_ckpt_load_sharded(kda_model *m, const kda_ckpt_shards *sh, const char *dir, int load_optim,
+                           kda_train_state *st, int load_rng) {
     char path[KDA_PATH_MAX * 2];
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_error_t err;
@@ -366,39 +463,13 @@ void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_stat
         !json_is_integer(cs) || !json_is_array(rng) || json_array_size(rng) != 4)
         kda_die("checkpoint state '%s' is malformed or of an unknown format version", path);
     int has_optim = json_is_true(json_object_get(js, "has_optimizer"));
-    const json_t *sums = json_object_get(js, "crc32");
-
-    // every rank reads the whole files (rank-count independent) and keeps what it holds
-    float *host = kda_calloc(m->n_alloc, sizeof(float));
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    verify_crc(sums, dir, path);
-    read_params(m, host, path, "");
-    kda_pbuf_put(m, KDA_PBUF_MASTER, host);
-    if (load_optim) {
-        if (!has_optim) kda_die("checkpoint '%s' has no optimizer state; set no_load_optim: true", dir);
-        snprintf(path, sizeof path, "%s/optim.exp_avg.safetensors", dir);
-        verify_crc(sums, dir, path);
-        read_params(m, host, path, "");
-        kda_pbuf_put(m, KDA_PBUF_EXP_AVG, host);
-        snprintf(path, sizeof path, "%s/optim.exp_avg_sq.safetensors", dir);
-        verify_crc(sums, dir, path);
-        read_params(m, host, path, "");
-        kda_pbuf_put(m, KDA_PBUF_EXP_AVG_SQ, host);
-    }
-    free(host);
-    if (st) {
-        st->iteration = (long)json_integer_value(itv);
-        st->consumed_samples = (uint64_t)json_integer_value(cs);
-        json_t *os = json_object_get(js, "optim_steps");
-        st->optim_steps = load_optim && json_is_integer(os) ? (long)json_integer_value(os) : 0;
-        if (load_rng)
-            for (int i = 0; i < 4; i++) {
-                const char *hex = json_string_value(json_array_get(rng, i));
-                if (!hex) kda_die("checkpoint state '%s': rng entry %d is not a string", path, i);
-                st->rng.s[i] = strtoull(hex, NULL, 16);
-            }
-    }
+    read_tensor_files(m, sh, dir, load_optim, has_optim, json_object_get(js, "crc32"));
+    if (st) read_train_state(js, path, load_optim, load_rng, st);
     json_decref(js);
+}
+
+void kda_ckpt_load(kda_model *m, const char *dir, int load_optim, kda_train_state *st, int load_rng) {
+    kda_ckpt_load_sharded(m, NULL, dir, load_optim, st, load_rng);
 }
 
 int kda_ckpt_weights_finite(const char *dir) {

@@ -15,6 +15,7 @@ struct kda_dist_optim {
     float *master;           // fp32 masters of the shard (CPU: m->master + lo; CUDA: own buffer)
     int own_master;
     float *adam_m, *adam_v;  // moments of the shard [S]
+    kda_ckpt_shards ckpt;    // how checkpoints reach the shards (sharded only)
 };
 
 #define SHARD_ALIGN 16
@@ -35,6 +36,32 @@ static void on_grad_ready(void *user, size_t a, size_t b) {
         if (x0 < x1) c->reduce_f32(c, o->m->grad + x0, x1 - x0, r);
     }
     c->group_end(c);
+}
+
+// ---- checkpoints: whole buffers from and to the shards (checkpoint.h) ---------------------
+
+static float *shard_of(kda_dist_optim *o, kda_ckpt_buf which) {
+    return which == KDA_CKPT_WEIGHTS ? o->master : which == KDA_CKPT_EXP_AVG ? o->adam_m : o->adam_v;
+}
+
+static void ckpt_gather(void *owner, kda_ckpt_buf which, float *host) {
+    kda_dist_optim *o = owner;
+    memset(host, 0, o->m->n_alloc * sizeof(float));
+    // the gradient buffer is dead between steps (zeroed at the start of each) and holds S floats
+    o->c->gather_to_root(o->c, shard_of(o, which), o->S * sizeof(float), host, 0, o->m->grad);
+}
+
+static void ckpt_scatter(void *owner, kda_ckpt_buf which, const float *host) {
+    kda_dist_optim *o = owner;
+    kda_model *m = o->m;
+    const kda_ops *ops = m->ops;
+    ops->to_device(shard_of(o, which), host + o->lo, o->S * sizeof(float));
+    if (which == KDA_CKPT_WEIGHTS) { // CUDA: shard masters -> working copy, then all-gather
+        ops->master_to_work(o->master, (char *)m->work + o->lo * (size_t)ops->w_bytes, o->S);
+        o->c->allgather(o->c, m->work, o->S * (size_t)ops->w_bytes);
+        o->c->wait(o->c);
+    }
+    ops->sync();
 }
 
 kda_dist_optim *kda_dist_optim_create(kda_model *m, kda_comm *c, int sharded) {
@@ -74,7 +101,7 @@ kda_dist_optim *kda_dist_optim_create(kda_model *m, kda_comm *c, int sharded) {
             o->own_master = 1;
         }
     }
-    m->dopt = o;
+    o->ckpt = (kda_ckpt_shards){o, ckpt_gather, ckpt_scatter};
     m->grad_ready = on_grad_ready;
     m->grad_ready_user = o;
     m->grad_ready_on = 0;
@@ -89,7 +116,6 @@ void kda_dist_optim_free(kda_dist_optim *o) {
         ops->free(o->adam_v);
         if (o->own_master) ops->free(o->master);
     }
-    o->m->dopt = NULL;
     o->m->grad_ready = NULL;
     free(o);
 }
@@ -143,47 +169,4 @@ kda_step_info kda_dist_optim_step(kda_dist_optim *o, double lr, long step1) {
     return info;
 }
 
-// ---- whole buffers -------------------------------------------------------------------------
-
-int kda_model_has_optim_state(const kda_model *m) { return m->adam_m != NULL || (m->dopt && m->dopt->sharded); }
-
-static float *shard_of(kda_dist_optim *o, int which) {
-    return which == KDA_PBUF_MASTER ? o->master : which == KDA_PBUF_EXP_AVG ? o->adam_m : o->adam_v;
-}
-
-void kda_pbuf_get(kda_model *m, int which, float *host) {
-    const kda_ops *ops = m->ops;
-    kda_dist_optim *o = m->dopt;
-    if (o && o->sharded && !(which == KDA_PBUF_MASTER && m->master)) {
-        memset(host, 0, m->n_alloc * sizeof(float));
-        // the gradient buffer is dead between steps (zeroed at the start of each) and holds S floats
-        o->c->gather_to_root(o->c, shard_of(o, which), o->S * sizeof(float), host, 0, m->grad);
-        return;
-    }
-    const float *src = which == KDA_PBUF_MASTER ? m->master : which == KDA_PBUF_EXP_AVG ? m->adam_m : m->adam_v;
-    KDA_CHECK(src, "kda_pbuf_get: buffer %d is not allocated", which);
-    memset(host, 0, m->n_alloc * sizeof(float));
-    ops->to_host(host, src, m->n_floats * sizeof(float));
-}
-
-void kda_pbuf_put(kda_model *m, int which, const float *host) {
-    const kda_ops *ops = m->ops;
-    kda_dist_optim *o = m->dopt;
-    if (which == KDA_PBUF_MASTER && m->master) {
-        ops->to_device(m->master, host, m->n_floats * sizeof(float));
-        ops->master_to_work(m->master, m->work, m->n_floats);
-        return;
-    }
-    if (o && o->sharded) {
-        ops->to_device(shard_of(o, which), host + o->lo, o->S * sizeof(float));
-        if (which == KDA_PBUF_MASTER) { // CUDA: shard masters -> working copy, then all-gather
-            ops->master_to_work(o->master, (char *)m->work + o->lo * (size_t)ops->w_bytes, o->S);
-            o->c->allgather(o->c, m->work, o->S * (size_t)ops->w_bytes);
-            o->c->wait(o->c);
-        }
-        ops->sync();
-        return;
-    }
-    kda_model_alloc_optim(m);
-    ops->to_device(which == KDA_PBUF_EXP_AVG ? m->adam_m : m->adam_v, host, m->n_floats * sizeof(float));
-}
+const kda_ckpt_shards *kda_dist_optim_ckpt_shards(kda_dist_optim *o) { return o->sharded ? &o->ckpt : NULL; }

@@ -12,14 +12,16 @@
 // Results equal one process with the same global batch to fp32 rounding (the sum order of the
 // reduction differs); with one rank they are bit-identical to the plain path.
 //
-// Checkpoints stay independent of the rank count: kda_pbuf_get/put move whole buffers, gathering
-// or scattering shards, so a run can resume on another number of ranks.
+// Checkpoints stay independent of the rank count: checkpoint.c writes whole buffers, and the
+// sharded optimizer only gathers and scatters its shards for it (kda_dist_optim_ckpt_shards), so a
+// run can resume on another number of ranks.
 #ifndef KDA_DIST_OPTIM_H
 #define KDA_DIST_OPTIM_H
 
 #include "comm/dist.h"
 #include "model/model.h"
 #include "model/optim.h"
+#include "train/checkpoint.h"
 
 typedef struct kda_dist_optim kda_dist_optim;
 
@@ -33,13 +35,9 @@ kda_step_info kda_dist_optim_step(kda_dist_optim *o, double lr, long step1);
 // The shard of this rank: floats [*lo, *lo + *n) of the parameter buffers (whole buffer if not sharded).
 void kda_dist_optim_shard(const kda_dist_optim *o, size_t *lo, size_t *n);
 
-// ---- whole buffers, whatever the sharding (checkpoints) ----
-enum { KDA_PBUF_MASTER, KDA_PBUF_EXP_AVG, KDA_PBUF_EXP_AVG_SQ };
-int kda_model_has_optim_state(const kda_model *m);
-// host[m->n_alloc] <- the whole buffer. Sharded: collective (every rank calls), rank 0 gets it.
-void kda_pbuf_get(kda_model *m, int which, float *host);
-// The whole buffer host[m->n_alloc] (every rank passes all of it) -> the model; the master also
-// refreshes the working weights.
-void kda_pbuf_put(kda_model *m, int which, const float *host);
+// Its shards for checkpoints (checkpoint.h kda_ckpt_save_sharded / kda_ckpt_load_sharded): the
+// AdamW moments, and the fp32 masters on CUDA. NULL when not sharded: the model then holds every
+// buffer whole (replicated AdamW) and checkpoints read it directly.
+const kda_ckpt_shards *kda_dist_optim_ckpt_shards(kda_dist_optim *o);
 
 #endif

@@ -31,8 +31,9 @@ typedef struct {
     int n_micro, n_local; // micro-batches per iteration: in all, on this rank
     int lead;             // rank 0: prints and writes shared files
     kda_model *m;
-    kda_comm *comm;       // NULL on the one-process plain path
-    kda_dist_optim *dopt; // NULL on the one-process plain path
+    kda_comm *comm;                // NULL on the one-process plain path
+    kda_dist_optim *dopt;          // NULL on the one-process plain path
+    const kda_ckpt_shards *shards; // the optimizer's shards for checkpoints; NULL: the model holds every buffer
     kda_train_state st;
     // the loop
     kda_data *data;
@@ -46,7 +47,7 @@ typedef struct {
     char last_ckpt[KDA_PATH_MAX + 32]; // the last checkpoint this run wrote ("" none)
 } trainer;
 
-// ---- setting up ------------------------------------------------------------------------------
+// ---- setting up ---------------------------------------------------------------------------
 
 static void split_batch_across_ranks(trainer *t) {
     const kda_config *c = &t->cfg;
@@ -89,6 +90,7 @@ static void create_model_and_optimizer(trainer *t) {
     if (t->dist->world > 1 || c->use_distributed_optimizer) {
         t->comm = kda_comm_create(t->ops);
         t->dopt = kda_dist_optim_create(t->m, t->comm, c->use_distributed_optimizer);
+        t->shards = kda_dist_optim_ckpt_shards(t->dopt);
     } else {
         kda_model_alloc_optim(t->m);
     }
@@ -134,7 +136,7 @@ static void load_checkpoint(trainer *t) {
     char *dir = kda_ckpt_resolve(c->load);
     if (dir) {
         int fine = c->finetune;
-        kda_ckpt_load(t->m, dir, !fine && !c->no_load_optim, fine ? NULL : st, !c->no_load_rng);
+        kda_ckpt_load_sharded(t->m, t->shards, dir, !fine && !c->no_load_optim, fine ? NULL : st, !c->no_load_rng);
         printf("kda train: loaded %s%s (iteration %ld, %llu samples consumed)\n", dir,
                fine ? " as a fine-tuning start (weights only)" : "", st->iteration,
                (unsigned long long)st->consumed_samples);
@@ -199,7 +201,7 @@ static void open_run(trainer *t) {
     t->t_log = kda_now();
 }
 
-// ---- one iteration ---------------------------------------------------------------------------
+// ---- one iteration ------------------------------------------------------------------------
 
 // The next micro-batch of this rank: B samples of T + 1 tokens -> inputs (first T) and targets (last T).
 static void next_micro_batch(trainer *t) {
@@ -305,13 +307,13 @@ static void validate_if_due(trainer *t, int at_end) {
 }
 
 static void save_checkpoint(trainer *t) {
-    kda_ckpt_save(t->m, &t->st, t->cfg.save); // every rank: a sharded optimizer gathers; rank 0 writes
+    kda_ckpt_save_sharded(t->m, t->shards, &t->st, t->cfg.save); // every rank: shards are gathered; rank 0 writes
     t->last_saved = t->st.iteration;
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s/iter_%07ld", t->cfg.save, t->st.iteration);
     printf("kda train: saved %s\n", t->last_ckpt);
 }
 
-// ---- the run ---------------------------------------------------------------------------------
+// ---- the run ------------------------------------------------------------------------------
 
 // Iterations from the checkpoint's to train_iters, or until a signal; returns whether a signal stopped it.
 static int train_iterations(trainer *t) {
