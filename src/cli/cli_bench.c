@@ -11,6 +11,7 @@
 #include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
+#include "model/mem_plan.h"
 #include "model/model.h"
 #include "model/optim.h"
 
@@ -74,6 +75,11 @@ int cmd_bench(int argc, char **argv) {
     const kda_ops *ops = kda_pick_backend(cfg.device);
     if (peak_tflops < 0) peak_tflops = ops->peak_tflops;
     int B = cfg.micro_batch_size, T = cfg.seq_length;
+    kda_mem_plan mp; // the memory the steps need, checked before anything large is allocated (mem_plan.h)
+    kda_mem_avail avail;
+    kda_mem_plan_compute(&mp, &cfg, ops, B, T);
+    kda_mem_available(ops, &avail);
+    kda_mem_plan_check(&cfg, ops, &mp, &avail);
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
     kda_model_alloc_optim(m);
@@ -106,7 +112,6 @@ int cmd_bench(int argc, char **argv) {
     }
     qsort(ms, steps, sizeof(double), cmp_double);
     double med = ms[steps / 2], tps = N / (med / 1e3), fpt = kda_model_train_flops_per_token(&cfg);
-    double param_bytes = (double)m->n_floats * (4 * 4 + (m->work == (void *)m->master ? 0 : ops->w_bytes));
     printf("kda bench: backend %s: %s (%s)\n", ops->name, ops->describe(), kda_backend_reason());
     printf("kda bench: %s backend, %d threads | %zu parameters | micro-batch %d x %d tokens | loss %.4f\n", ops->name,
            omp_get_max_threads(), kda_model_num_params(m), B, T, loss);
@@ -118,8 +123,14 @@ int cmd_bench(int argc, char **argv) {
     else
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
     if (ops->profile_begin) print_phases(&ph);
-    printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB\n", param_bytes / 1073741824.0,
-           m->act_bytes_total / 1073741824.0);
+    size_t state = mp.model.params + mp.model.grads + mp.model.optim, before = avail.dev_total - avail.dev_free;
+    printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB, scratch %.2f GiB, total %.2f GiB",
+           state / 1073741824.0, m->act_bytes_total / 1073741824.0,
+           (mp.scratch_held + mp.scratch_transient) / 1073741824.0, kda_mem_plan_backend_need(&mp) / 1073741824.0);
+    if (avail.dev_total)
+        printf(" (+ %.2f GiB in use before: %.2f GiB expected in use)", before / 1073741824.0,
+               (kda_mem_plan_backend_need(&mp) + before) / 1073741824.0);
+    printf("\n");
     if (ops->mem_info) {
         // nothing is allocated after the first step (planned buffers, grow-only scratch), so the
         // memory in use now is the peak of the run

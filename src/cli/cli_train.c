@@ -36,7 +36,10 @@ static void usage(FILE *f) {
             "KDAConfig names for the model (hidden_size, num_hidden_layers, ...); see configs/.\n"
             "  --set key=value   override one key (repeatable)\n"
             "  --device D        shorthand for --set device=D\n"
-            "  --dry-run         build the model, load the checkpoint named by `load` if any, print the plan, stop\n");
+            "  --dry-run         check the memory plan, build the model, load the checkpoint named by `load` if\n"
+            "                    any, print the plan (memory broken down), stop\n"
+            "  --mem-plan        print the memory plan and stop, allocating nothing; with --device cuda on a\n"
+            "                    machine without a GPU: the plan of the CUDA backend (free memory not checked)\n");
 }
 
 // The built-in demo trains on token files made by `kda tokenize` (`make demo` makes them);
@@ -59,7 +62,7 @@ int cmd_train(int argc, char **argv) {
     kda_config cfg;
     kda_config_defaults(&cfg);
     const char *path = NULL;
-    int dry = 0;
+    int dry = 0, plan_only = 0;
     // first pass: the config file (so --set applies on top of it regardless of order)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -72,6 +75,10 @@ int cmd_train(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--dry-run")) {
             dry = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--mem-plan")) {
+            plan_only = 1;
             continue;
         }
         if (argv[i][0] == '-') {
@@ -95,12 +102,27 @@ int cmd_train(int argc, char **argv) {
         }
     }
     kda_config_finalize(&cfg);
-    if (!dry) demo_data_check(&cfg);
+    if (!dry && !plan_only) demo_data_check(&cfg);
     if (cfg.num_threads > 0) omp_set_num_threads(cfg.num_threads);
 
     const kda_dist *dist = kda_dist_init();
-    const kda_ops *ops = kda_pick_backend(cfg.device);
+    const kda_ops *ops = plan_only ? kda_pick_backend_for_plan(cfg.device) : kda_pick_backend(cfg.device);
     int B = cfg.micro_batch_size, T = cfg.seq_length;
+    // the memory the run needs, before anything large is allocated (mem_plan.h)
+    kda_mem_plan mp;
+    kda_mem_avail avail;
+    kda_mem_plan_compute(&mp, &cfg, ops, B, T);
+    kda_mem_available(ops, &avail);
+    if (dry || plan_only) {
+        printf("kda train: memory plan: backend %s (%s), micro-batch %d x %d, recompute_granularity %s\n", ops->name,
+               kda_backend_reason(), B, T, cfg.recompute_granularity[0] ? cfg.recompute_granularity : "none");
+        kda_mem_plan_print(stdout, "kda train:", &mp, &avail);
+        fflush(stdout);
+    }
+    if (plan_only) {
+        kda_dist_finalize();
+        return 0;
+    }
     int n_micro = cfg.global_batch_size / cfg.micro_batch_size;
     if (n_micro % dist->world)
         kda_die("global_batch_size %d / micro_batch_size %d = %d micro-batches cannot be split across %d ranks; "
@@ -117,10 +139,7 @@ int cmd_train(int argc, char **argv) {
     if (lead && cfg.save[0]) kda_guard_dir("save", cfg.save); // outputs checked before anything large (run_guard.h)
     if (lead && cfg.save[0] && !dry) kda_guard_lock("save", cfg.save);
     if (lead && cfg.metrics_file[0]) kda_guard_file("metrics_file", cfg.metrics_file);
-    if (!strcmp(ops->name, "cpu")) { // the parameter state must fit before it is allocated (mem_plan.h)
-        kda_mem_plan mp = kda_mem_plan_compute(&cfg, ops);
-        kda_mem_plan_check_host(&cfg, &mp);
-    }
+    kda_mem_plan_check(&cfg, ops, &mp, &avail);
     kda_model *m = kda_model_create(&cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg.seed);
     // several ranks (or a sharded optimizer asked for on one): gradients reduced per layer
@@ -145,6 +164,8 @@ int cmd_train(int argc, char **argv) {
            "%ld iterations | activations %.1f MiB\n",
            ops->name, omp_get_max_threads(), dist->world, dist->world > 1 ? "s" : "", cfg.global_batch_size, T,
            n_micro, B, cfg.train_iters, m->act_bytes_total / 1048576.0);
+    char mem_line[256];
+    printf("kda train: memory planned: %s\n", kda_mem_plan_summary(mem_line, sizeof mem_line, &mp, &avail));
     if (dopt) {
         size_t lo, n;
         kda_dist_optim_shard(dopt, &lo, &n);
