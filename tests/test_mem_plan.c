@@ -1,8 +1,15 @@
-// test_mem_plan.c — the memory plan is what the model allocates: kda_model_mem_of (the plan's
-// model part) equals, byte for byte, what kda_model_create and kda_model_alloc_optim ask the
-// backend for, counted by wrapping the CPU table's alloc/free, for several shapes and every
-// recomputation setting; a training step allocates nothing more through the table; freeing
-// gives every byte back (buffers shared by recomputation once).
+// test_mem_plan.c — the memory plan is what the run allocates:
+//  1. kda_model_mem_of (the plan's model part) equals, byte for byte, what kda_model_create and
+//     kda_model_alloc_optim ask the backend for, counted by wrapping the CPU table's alloc/free,
+//     for several shapes and every recomputation setting; a training step allocates nothing more
+//     through the table; freeing gives every byte back (buffers shared by recomputation once);
+//  2. the CPU backend's grow-only scratch after a step is the plan's scratch_held;
+//  3. fits / check against given amounts of memory;
+//  4. with CUDA built (no GPU needed: the table's sizes): the plans of the 300M and 1B configs
+//     reproduce what the device runs logged as planned, and land just under the peaks measured on
+//     an H200 (bench/logs: the difference is the CUDA context and cuBLASLt workspace, in use
+//     before the run and so not part of the plan).
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +71,8 @@ static kda_config cfg_of(const char *const *sets) {
     return c;
 }
 
+static size_t held_max; // the CPU's cross-entropy chunk only grows: the largest planned so far
+
 // Plan vs allocation for one config; with run, also a training step (CPU sizes only).
 static void one(const char *what, const char *const *sets, int B, int T, int bf16_like, int run) {
     kda_config c = cfg_of(sets);
@@ -93,11 +102,67 @@ static void one(const char *what, const char *const *sets, int B, int T, int bf1
         double loss = kda_model_step(m, ids, tgt, B, T, 1, 1.0f, NULL);
         T_CHECK(n_allocs == a0 && live_bytes - before == plan.total + plan.optim,
                 "%-34s a training step (loss %.3f) allocates nothing through the table", what, loss);
+        kda_mem_plan mp;
+        kda_mem_plan_compute(&mp, &c, cpu, B, T);
+        held_max = mp.scratch_held > held_max ? mp.scratch_held : held_max;
+        T_CHECK(cpu->scratch_held() == held_max && mp.scratch_transient > 0,
+                "%-34s backend scratch held after the step %zu bytes = plan %zu (transient %zu)", what,
+                cpu->scratch_held(), held_max, mp.scratch_transient);
+        T_CHECK(!memcmp(&mp.model, &plan, sizeof plan) &&
+                    mp.backend == plan.total + plan.optim + mp.scratch_held + mp.scratch_transient &&
+                    kda_mem_plan_backend_need(&mp) == mp.backend + plan.n_alloc * sizeof(float),
+                "%-34s the plan: model %zu + AdamW %zu + scratch + staging = %zu bytes", what, plan.total, plan.optim,
+                kda_mem_plan_backend_need(&mp));
         free(ids);
         free(tgt);
     }
     kda_model_free(m);
     T_CHECK(live_bytes == before, "%-34s free gives every byte back (%zu left)", what, live_bytes - before);
+}
+
+// The CUDA plans of the shipped configs against the H200 logs (2026-12-04, session 12):
+// planned = what `kda bench` printed as planned (kda_model_create's own count then), peak =
+// `GPU memory in use (peak)` after the steps (cudaMemGetInfo: includes the CUDA context).
+static void cuda_estimates(void) {
+    const kda_ops *cu = kda_ops_cuda_sizing();
+    if (!cu) {
+        printf("  (built without CUDA: the CUDA estimates are not checked)\n");
+        return;
+    }
+    static const struct {
+        const char *config, *granularity;
+        int B;
+        double state, acts, peak; // GiB, as logged
+        const char *log;
+    } runs[] = {
+        {"configs/kda-300M.yaml", "", 16, 5.09, 20.08, 26.86, "step_2026-12-04_s12_final.txt"},
+        {"configs/kda-300M.yaml", "", 32, 5.09, 40.16, 46.92, "step_2026-12-04_s12_final.txt"},
+        {"configs/kda-300M.yaml", "selective", 32, 5.09, 29.85, 36.51, "device_2026-12-04_s12_call2.txt"},
+        {"configs/kda-300M.yaml", "full", 32, 5.09, 7.57, 14.24, "device_2026-12-04_s12_call2.txt"},
+        {"configs/kda-1B.yaml", "", 16, 19.70, 52.37, 73.75, "step_2026-12-04_s12_final.txt"},
+        {"configs/kda-1B.yaml", "selective", 16, 19.70, 38.31, 59.59, "device_2026-12-04_s12_call2.txt"},
+    };
+    const double G = 1073741824.0;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        kda_config c;
+        kda_config_defaults(&c);
+        kda_config_load(&c, runs[i].config);
+        snprintf(c.recompute_granularity, sizeof c.recompute_granularity, "%s", runs[i].granularity);
+        c.micro_batch_size = runs[i].B;
+        kda_config_finalize(&c);
+        kda_mem_plan p;
+        kda_mem_plan_compute(&p, &c, cu, runs[i].B, c.seq_length);
+        double state = (p.model.params + p.model.grads + p.model.optim) / G;
+        double acts = (p.model.acts_layers + p.model.acts_head + p.model.grad_scratch) / G;
+        double need = kda_mem_plan_backend_need(&p) / G, peak = runs[i].peak;
+        T_CHECK(fabs(state - runs[i].state) < 0.006 && fabs(acts - runs[i].acts) < 0.006,
+                "CUDA %s %s x %d: state %.2f GiB, activations %.2f GiB, as the device run planned (%.2f, %.2f)",
+                runs[i].config + 8, runs[i].granularity[0] ? runs[i].granularity : "none", runs[i].B, state, acts,
+                runs[i].state, runs[i].acts);
+        T_CHECK(need <= peak && peak - need < 0.6,
+                "  plan %.2f GiB, measured peak %.2f GiB (%+.1f%%; %.2f GiB in use before the run), bench/logs/%s",
+                need, peak, 100 * (need - peak) / peak, peak - need, runs[i].log);
+    }
 }
 
 int main(void) {
@@ -134,5 +199,32 @@ int main(void) {
     T_CHECK(none.acts_core > 0 && none.acts_core < none.acts_layers,
             "the KDA core's saved buffers are a part: %zu of %zu", none.acts_core, none.acts_layers);
     T_CHECK(kda_mem_host_available() > 0, "MemAvailable read from /proc/meminfo: %zu bytes", kda_mem_host_available());
+
+    // fits: host backend against MemAvailable; device backend against free memory, host staging
+    // against MemAvailable; an unknown amount is not checked
+    kda_mem_plan mp;
+    kda_mem_plan_compute(&mp, &cn, cpu, 2, 16);
+    size_t need = kda_mem_plan_backend_need(&mp);
+    kda_mem_avail av = {0, 0, need};
+    T_CHECK(kda_mem_plan_fits(&mp, &av), "host plan of %zu bytes fits in as many", need);
+    av.host = need - 1;
+    T_CHECK(!kda_mem_plan_fits(&mp, &av), "and not in one byte less");
+    av.host = 0;
+    T_CHECK(kda_mem_plan_fits(&mp, &av), "unknown MemAvailable: not checked");
+    kda_mem_plan dev = mp;
+    dev.host_memory = 0;
+    kda_mem_avail dv = {dev.backend, dev.backend * 4, dev.host_staging};
+    T_CHECK(kda_mem_plan_backend_need(&dev) == dev.backend && kda_mem_plan_host_need(&dev) == dev.host_staging &&
+                kda_mem_plan_fits(&dev, &dv),
+            "device plan: %zu bytes on the device (staging %zu on the host) fit", dev.backend, dev.host_staging);
+    dv.dev_free--;
+    T_CHECK(!kda_mem_plan_fits(&dev, &dv), "not with one byte less free on the device");
+    dv.dev_free++, dv.host--;
+    T_CHECK(!kda_mem_plan_fits(&dev, &dv), "nor with one byte less on the host for the staging copy");
+    av.host = need;
+    kda_mem_plan_check(&cn, cpu, &mp, &av); // returns when it fits
+    T_CHECK(1, "kda_mem_plan_check returns when the plan fits");
+
+    cuda_estimates();
     return t_done("test_mem_plan");
 }

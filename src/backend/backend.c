@@ -20,3 +20,13 @@ const kda_ops *kda_pick_backend(const char *device) {
     snprintf(backend_reason, sizeof backend_reason, "device auto fell back to the CPU: %s", why ? why : "no usable GPU");
     return kda_ops_cpu();
 }
+
+const kda_ops *kda_pick_backend_for_plan(const char *device) {
+    const char *why = NULL;
+    if (strcmp(device, "cuda") || kda_ops_cuda(&why)) return kda_pick_backend(device);
+    const kda_ops *sizes = kda_ops_cuda_sizing();
+    if (!sizes) return kda_pick_backend(device); // dies naming the reason
+    snprintf(backend_reason, sizeof backend_reason, "device cuda: no usable GPU here (%s): its sizes, not checked",
+             why ? why : "unknown reason");
+    return sizes;
+}

@@ -36,8 +36,16 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
                100 * tps * fpt / (peak_tflops * 1e12), peak_tflops);
     else printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
     if (r->has_phases) print_phases(&r->phases);
-    printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB\n", r->param_bytes / 1073741824.0,
-           r->act_bytes / 1073741824.0);
+    const kda_mem_plan *mp = &r->plan;
+    size_t state = mp->model.params + mp->model.grads + mp->model.optim;
+    size_t before = r->avail.dev_total - r->avail.dev_free, need = kda_mem_plan_backend_need(mp);
+    printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB, scratch %.2f GiB, total %.2f GiB",
+           state / 1073741824.0, r->act_bytes / 1073741824.0,
+           (mp->scratch_held + mp->scratch_transient) / 1073741824.0, need / 1073741824.0);
+    if (r->avail.dev_total)
+        printf(" (+ %.2f GiB in use before: %.2f GiB expected in use)", before / 1073741824.0,
+               (need + before) / 1073741824.0);
+    printf("\n");
     if (r->has_mem)
         printf("  GPU memory in use (peak): %.2f GiB of %.2f GiB\n", r->mem_used / 1073741824.0,
                r->mem_total / 1073741824.0);

@@ -19,7 +19,10 @@ static void usage(FILE *f) {
             "KDAConfig names for the model (hidden_size, num_hidden_layers, ...); see configs/.\n"
             "  --set key=value   override one key (repeatable)\n"
             "  --device D        shorthand for --set device=D\n"
-            "  --dry-run         build the model, load the checkpoint named by `load` if any, print the plan, stop\n");
+            "  --dry-run         check the memory plan, build the model, load the checkpoint named by `load` if\n"
+            "                    any, print the plan (memory broken down), stop\n"
+            "  --mem-plan        print the memory plan and stop, allocating nothing; with --device cuda on a\n"
+            "                    machine without a GPU: the plan of the CUDA backend (free memory not checked)\n");
 }
 
 // The built-in demo trains on token files made by `kda tokenize` (`make demo` makes them);
@@ -40,7 +43,7 @@ static void demo_data_check(const kda_config *c) {
 
 // First pass: --help, --dry-run, the config file (so that --set applies on top of it whatever the
 // order). Returns 1 when --help was printed.
-static int scan_args(int argc, char **argv, const char **path, int *dry) {
+static int scan_args(int argc, char **argv, const char **path, int *dry, int *plan_only) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -55,6 +58,11 @@ static int scan_args(int argc, char **argv, const char **path, int *dry) {
         if (!strcmp(argv[i], "--dry-run")) {
             kda_cli_flag("train", argv[i]);
             *dry = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--mem-plan")) {
+            kda_cli_flag("train", argv[i]);
+            *plan_only = 1;
             continue;
         }
         if (argv[i][0] == '-') kda_cli_usage_error("train", "unknown option '%s'", argv[i]);
@@ -90,13 +98,13 @@ int cmd_train(int argc, char **argv) {
     kda_config cfg;
     kda_config_defaults(&cfg);
     const char *path = NULL;
-    int dry = 0;
-    if (scan_args(argc, argv, &path, &dry)) return 0;
+    int dry = 0, plan_only = 0;
+    if (scan_args(argc, argv, &path, &dry, &plan_only)) return 0;
     if (path) kda_config_load(&cfg, path);
     apply_overrides(argc, argv, &cfg);
     kda_config_finalize(&cfg);
-    if (!dry) demo_data_check(&cfg);
-    kda_train_opts opts = {.config_path = path, .dry_run = dry, .at_end = print_sample};
+    if (!dry && !plan_only) demo_data_check(&cfg);
+    kda_train_opts opts = {.config_path = path, .dry_run = dry, .plan_only = plan_only, .at_end = print_sample};
     kda_train(&cfg, &opts);
     return 0;
 }

@@ -27,6 +27,9 @@ typedef struct {
 
 // Floats of saved state the forward writes for the backward (depends on dims and algo).
 size_t kda_core_saved_floats(const kda_core_dims *d);
+// Bytes of host workspace kda_core_fwd or kda_core_bwd allocates while it runs on `threads`
+// OpenMP threads (a slice per thread, the backward's partial sums), the larger of the two.
+size_t kda_core_workspace_bytes(const kda_core_dims *d, int threads);
 
 void kda_core_fwd(const kda_core_dims *d,
                   const float *q_raw, const float *k_raw, const float *v,

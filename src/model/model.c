@@ -336,6 +336,20 @@ void kda_model_mem_of(const kda_config *c, const kda_ops *ops, int B, int T, kda
     free(reg.layer);
 }
 
+kda_step_shape kda_model_step_shape(const kda_config *c, int B, int T) {
+    kda_step_shape s = {.B = B,
+                        .T = T,
+                        .d = c->hidden_size,
+                        .NV = c->vocab_size,
+                        .F = c->intermediate_size,
+                        .W = c->conv_size,
+                        .Dk = c->key_dim,
+                        .Dv = c->value_dim,
+                        .r = c->head_v_dim,
+                        .core = core_dims_of(c, algo_of(c), B, T)};
+    return s;
+}
+
 void kda_model_alloc_optim(kda_model *m) {
     if (m->adam_m) return;
     size_t each = optim_bytes(m->n_floats) / 2;

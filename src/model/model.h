@@ -98,6 +98,8 @@ kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, in
 // computed without allocating: the same sizing function (model.c). ops is only asked for sizes
 // (act_bytes, w_bytes, work_is_master, kda_saved_bytes). Dies as create does on a batch too big to index.
 void kda_model_mem_of(const kda_config *c, const kda_ops *ops, int B, int T, kda_model_mem *out);
+// The shapes the training step of a B x T micro-batch passes to the ops (for ops->scratch_bytes).
+kda_step_shape kda_model_step_shape(const kda_config *c, int B, int T);
 void kda_model_free(kda_model *m);
 
 // For a model that will never run a backward (scoring, generation): gives the gradient buffer

@@ -29,6 +29,18 @@ typedef struct {
     long n_ops;             // op calls timed
 } kda_phase_times;
 
+// The shapes of one training step of the model (model.c's kda_model_step_shape), for the
+// backend's scratch plan (scratch_bytes below; mem_plan.h). With N = B·T and H = core.H, a step
+// calls: lm_head_ce (N, d, NV), embed_bwd (N, d), linear_bwd (N rows; the one with a bias,
+// g_proj.1, of width Dv), rmsnorm_bwd (N, d), gated_rmsnorm_bwd (N·H rows of core.V),
+// conv_silu_bwd (B, T, Dk or Dv channels, W), kda_bwd (core), and sumsq, adamw_multi.
+typedef struct {
+    int B, T;              // micro-batch: N = B*T tokens
+    int d, NV, F, W;       // hidden size, vocabulary, intermediate size, conv width
+    int Dk, Dv, r;         // key and value widths (all heads), low-rank width of f_proj / g_proj
+    kda_core_dims core;    // the KDA core as the model calls it
+} kda_step_shape;
+
 // One tensor of the flat parameter buffers, for adamw_multi.
 typedef struct {
     size_t offset, n; // in elements
@@ -147,9 +159,18 @@ typedef struct kda_ops {
     void (*profile_begin)(void);
     void (*profile_end)(kda_phase_times *out);
 
-    // Bytes of device memory in use by this process's GPU and the card's total (kda bench);
-    // NULL where the backend has no device memory to report.
+    // Bytes of device memory in use by this process's GPU and the card's total (kda bench; the
+    // memory plan's free memory is total − used); NULL where the backend has no device memory.
     void (*mem_info)(size_t *used, size_t *total);
+
+    // ---- memory planning (mem_plan.h; NULL: the backend keeps no scratch of its own) ----
+    // Scratch memory a training step of shape s takes beyond the model's buffers, computed by the
+    // functions that size it inside the ops: *held, grow-only buffers kept from step to step (the
+    // cross-entropy logits chunk, the CUDA scratch arena); *transient, workspaces an op allocates
+    // and frees again (the CPU KDA core's per-thread slices). Answers without a device.
+    void (*scratch_bytes)(const kda_step_shape *s, size_t *held, size_t *transient);
+    // Bytes of grow-only scratch held now (a test compares it with scratch_bytes' *held).
+    size_t (*scratch_held)(void);
 } kda_ops;
 
 // The CPU backend (fp32; OpenMP threads; OpenBLAS GEMMs). The KDA core algorithm is taken
@@ -157,10 +178,16 @@ typedef struct kda_ops {
 const kda_ops *kda_ops_cpu(void);
 // The CUDA backend, or NULL (with *why set) when not built or no GPU is usable.
 const kda_ops *kda_ops_cuda(const char **why);
+// The CUDA table for memory plans on any machine, GPU or not (NULL when built without CUDA):
+// only its sizes may be used (act_bytes, w_bytes, work_is_master, kda_saved_bytes, scratch_bytes).
+const kda_ops *kda_ops_cuda_sizing(void);
 // Backend selection (src/backend/backend.c).
 // device "cpu" | "cuda" | "auto" (CUDA when usable, else CPU); dies when "cuda" is unusable,
 // naming the reason.
 const kda_ops *kda_pick_backend(const char *device);
+// For a memory plan only: as kda_pick_backend, except that "cuda" without a usable GPU gives the
+// CUDA table's sizes (kda_ops_cuda_sizing) where the build has them, saying so in the reason.
+const kda_ops *kda_pick_backend_for_plan(const char *device);
 // Why the last kda_pick_backend chose what it chose, for the start line ("device auto: no
 // usable GPU: ..." when auto fell back to the CPU).
 const char *kda_backend_reason(void);

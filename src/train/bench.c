@@ -51,6 +51,9 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
     kda_bench_result r = {0};
     const kda_ops *ops = r.ops = kda_pick_backend(cfg->device);
     int B = r.B = cfg->micro_batch_size, T = r.T = cfg->seq_length;
+    kda_mem_plan_compute(&r.plan, cfg, ops, B, T); // before anything large is allocated
+    kda_mem_available(ops, &r.avail);
+    kda_mem_plan_check(cfg, ops, &r.plan, &r.avail);
     kda_model *m = kda_model_create(cfg, ops, B, T);
     kda_model_init(m, (uint64_t)cfg->seed);
     kda_model_alloc_optim(m);
@@ -72,7 +75,6 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
     r.ms_max = ms[steps - 1];
     r.tokens_per_s = N / (r.ms_median / 1e3);
     r.flops_per_token = kda_model_train_flops_per_token(cfg);
-    r.param_bytes = (double)m->n_floats * (4 * 4 + (m->work == (void *)m->master ? 0 : ops->w_bytes));
     r.act_bytes = (double)m->act_bytes_total;
     r.n_params = kda_model_num_params(m);
     if (ops->mem_info) {

@@ -1,8 +1,8 @@
 // bench.h — the timing behind `kda bench`: full training steps (forward, backward, clip, AdamW)
 // of the config's model on random token ids, so it needs no data.
 //
-// Promises: the model is built and initialised from the config (seed), its AdamW state
-// allocated; ids and targets are drawn from the seed's stream (uniform over vocab_size); each
+// Promises: the run's memory plan (mem_plan.h) is checked before anything large is allocated;
+// the model is built and initialised from the config (seed), its AdamW state allocated; ids and targets are drawn from the seed's stream (uniform over vocab_size); each
 // step is timed between two backend syncs; `warmup` untimed steps come first; with a backend
 // that profiles (ops.h profile_begin), one more step is timed op by op. Device memory is read
 // after the last step: nothing is allocated after the first step, so it is the run's peak.
@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "base/config.h"
+#include "model/mem_plan.h"
 #include "model/ops.h"
 
 typedef struct {
@@ -23,7 +24,8 @@ typedef struct {
     double ms_median, ms_min, ms_max; // step time over the timed steps
     double tokens_per_s;              // B x T / median step time
     double flops_per_token;           // model FLOPs per trained token (§7)
-    double param_bytes;               // planned: fp32 master, grad, two moments (+ the work copy when separate)
+    kda_mem_plan plan;                // the memory plan, checked before the model was built (mem_plan.h)
+    kda_mem_avail avail;              // what the backend had when the plan was made
     double act_bytes;                 // planned activation memory
     int has_phases;                   // phases holds one profiled step
     kda_phase_times phases;

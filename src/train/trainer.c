@@ -45,6 +45,8 @@ typedef struct {
     int n_acc;
     long last_saved;                   // iteration of the last checkpoint written or loaded
     char last_ckpt[KDA_PATH_MAX + 32]; // the last checkpoint this run wrote ("" none)
+    kda_mem_plan mp;    // the memory the run needs (mem_plan.h), computed before anything large
+    kda_mem_avail avail;
 } trainer;
 
 // ---- setting up ---------------------------------------------------------------------------
@@ -79,10 +81,7 @@ static void claim_outputs(trainer *t) {
 
 static void create_model_and_optimizer(trainer *t) {
     const kda_config *c = &t->cfg;
-    if (!strcmp(t->ops->name, "cpu")) { // the parameter state must fit before it is allocated (mem_plan.h)
-        kda_mem_plan mp = kda_mem_plan_compute(c, t->ops);
-        kda_mem_plan_check_host(c, &mp);
-    }
+    kda_mem_plan_check(c, t->ops, &t->mp, &t->avail); // before anything large is allocated
     t->m = kda_model_create(c, t->ops, t->B, t->T);
     kda_model_init(t->m, (uint64_t)c->seed);
     // several ranks (or a sharded optimizer asked for on one): gradients reduced per layer
@@ -126,6 +125,8 @@ static void print_plan(const trainer *t) {
            "%ld iterations | activations %.1f MiB\n",
            ops->name, omp_get_max_threads(), world, world > 1 ? "s" : "", c->global_batch_size, t->T, t->n_micro, t->B,
            c->train_iters, t->m->act_bytes_total / 1048576.0);
+    char mem_line[256];
+    printf("kda train: memory planned: %s\n", kda_mem_plan_summary(mem_line, sizeof mem_line, &t->mp, &t->avail));
     if (t->dopt) print_data_parallel_plan(t);
 }
 
@@ -362,13 +363,34 @@ static void close_trainer(trainer *t) {
     free(t);
 }
 
+// The memory the run needs, before anything large is allocated (mem_plan.h); printed for
+// --dry-run and --mem-plan. Returns 1 (everything released) when only the plan was asked for.
+static int plan_memory(trainer *t) {
+    const kda_config *c = &t->cfg;
+    kda_mem_plan_compute(&t->mp, c, t->ops, t->B, t->T);
+    kda_mem_available(t->ops, &t->avail);
+    if (t->opts->dry_run || t->opts->plan_only) {
+        printf("kda train: memory plan: backend %s (%s), micro-batch %d x %d, recompute_granularity %s\n",
+               t->ops->name, kda_backend_reason(), t->B, t->T,
+               c->recompute_granularity[0] ? c->recompute_granularity : "none");
+        kda_mem_plan_print(stdout, "kda train:", &t->mp, &t->avail);
+        fflush(stdout);
+    }
+    if (!t->opts->plan_only) return 0;
+    kda_dist_finalize();
+    free(t);
+    return 1;
+}
+
 void kda_train(const kda_config *cfg, const kda_train_opts *opts) {
     trainer *t = kda_calloc(1, sizeof *t);
     t->cfg = *cfg;
     t->opts = opts;
     if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
     t->dist = kda_dist_init();
-    t->ops = kda_pick_backend(cfg->device);
+    t->ops = opts->plan_only ? kda_pick_backend_for_plan(cfg->device) : kda_pick_backend(cfg->device);
+    t->B = cfg->micro_batch_size, t->T = cfg->seq_length;
+    if (plan_memory(t)) return;
     split_batch_across_ranks(t);
     claim_outputs(t);
     create_model_and_optimizer(t);

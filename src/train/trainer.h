@@ -9,7 +9,7 @@
 //     AdamW; across ranks through dist_optim.h, ZeRO-1 when use_distributed_optimizer is set). The
 //     data position after an iteration is base + global_batch_size whatever the rank count.
 //   - Outputs are checked before anything large is allocated (run_guard.h: the save folder, its
-//     lock, metrics_file); on the CPU backend the parameter state must fit (mem_plan.h).
+//     lock, metrics_file); the run's memory plan (mem_plan.h) must fit the backend's memory.
 //   - `load` resumes exactly (weights, AdamW moments, optimizer step, data position, RNG;
 //     finetune / no_load_optim / no_load_rng as their keys say); every rank must have loaded the
 //     same checkpoint, else the run stops naming `load`.
@@ -31,6 +31,7 @@
 typedef struct {
     const char *config_path; // named in the start line and the metrics header; NULL: the built-in config
     int dry_run;             // build the model, load the checkpoint, print the plan, stop
+    int plan_only;           // print the memory plan and stop, allocating nothing (mem_plan.h)
     // Called on every rank after a (not dry) run, before anything is freed, with the trained model
     // and the run's config (on ranks other than 0, sample_tokens is 0 and stdout is /dev/null).
     void (*at_end)(kda_model *m, const kda_config *run_cfg, void *user);

@@ -16,12 +16,4 @@ out=$(timeout 60 $KDA train --set num_threads=1024 --dry-run 2>&1) && ok "num_th
 expect_fail "tokenize --threads 100000" "--threads" $KDA tokenize --input README.md --output-prefix "$TMP/x" --threads 100000
 expect_fail "bench --steps 0" "--steps" $KDA bench --steps 0
 expect_fail "bench --steps abc" "--steps" $KDA bench --steps abc
-# memory before allocation (src/model/mem_plan.h): a model whose parameter state exceeds the host's
-# MemAvailable fails at once with both numbers and the settings to lower (it used to grow until killed)
-t0=$(date +%s)
-expect_fail "hidden_size 65536 with the Llama 3 vocabulary" "but the host has" timeout 60 $KDA train --set hidden_size=65536 --dry-run
-err=$(timeout 60 $KDA train --set hidden_size=65536 --dry-run 2>&1 >/dev/null)
-grep -q "GiB for its parameters" <<<"$err" && grep -q "lower vocab_size or hidden_size" <<<"$err" && ok "  names the need and the settings" || bad "  $err"
-[ $(( $(date +%s) - t0 )) -le 20 ] && ok "  within seconds" || bad "  took $(( $(date +%s) - t0 ))s"
-expect_fail "80 layers of hidden 16384" "lower hidden_size, num_hidden_layers or intermediate_size" timeout 60 $KDA train --set hidden_size=16384 --set num_hidden_layers=80 --set vocab_size=256 --set num_heads=128 --dry-run
 finish

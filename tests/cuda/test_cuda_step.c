@@ -17,6 +17,7 @@
 
 #include "base/config.h"
 #include "cuda_test_util.h"
+#include "model/mem_plan.h"
 #include "model/model.h"
 #include "model/optim.h"
 
@@ -109,6 +110,15 @@ int main(void) {
     printf("        grad norm cpu %.6f cuda %.6f, clip coef cpu %.4f cuda %.4f\n", ic.grad_norm, ig.grad_norm,
            ic.clip_coef, ig.clip_coef);
     float *wc = host_of(mc, mc->master), *wg = host_of(mg, mg->master);
+    // the memory plan's CUDA scratch (src/model/mem_plan.h): after the first step the arena holds
+    // the largest request plus at most its 1/8 headroom, and the plan is the largest request
+    // planned plus 1/8 (the KDA backward's workspace is not planned yet: at this shape it is
+    // smaller than the cross-entropy's, so the bounds hold)
+    kda_mem_plan mp;
+    kda_mem_plan_compute(&mp, &c, CU, B, T);
+    size_t held = CU->scratch_held();
+    T_CHECK(held <= mp.scratch_held && held * 9 >= mp.scratch_held * 8,
+            "CUDA scratch after a step: %zu bytes held, %zu planned (the largest request + 1/8)", held, mp.scratch_held);
 
     // (a) the CPU optimizer on the CUDA step's own gradients, from the same weights
     kda_model *mr = kda_model_create(&c, CPU, 1, 1);

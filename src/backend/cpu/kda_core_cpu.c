@@ -120,12 +120,30 @@ static void ws_layout(slice_ws *w, const kda_core_dims *d, int bwd, char *base, 
     *nf = cf, *nd = cd;
 }
 
+static size_t ws_bytes(const kda_core_dims *d, int bwd) {
+    slice_ws w;
+    size_t nf, nd;
+    ws_layout(&w, d, bwd, NULL, &nf, &nd);
+    return nd * sizeof(double) + nf * sizeof(float);
+}
+
 static void ws_init(slice_ws *w, const kda_core_dims *d, int bwd) {
     size_t nf, nd;
-    ws_layout(w, d, bwd, NULL, &nf, &nd);
+    ws_layout(w, d, bwd, NULL, &nf, &nd); // the layout reads nd (where the floats start)
     memset(w, 0, sizeof *w);
-    w->mem = kda_malloc(nd * sizeof(double) + nf * sizeof(float));
+    w->mem = kda_malloc(ws_bytes(d, bwd));
     ws_layout(w, d, bwd, w->mem, &nf, &nd);
+}
+
+// The backward's per-(b,h) partial sums of dA_log [B*H] and ddt_bias [B*H, K] (double).
+static size_t partials_pA(const kda_core_dims *d) { return sizeof(double) * (size_t)d->B * d->H; }
+static size_t partials_pdt(const kda_core_dims *d) { return sizeof(double) * (size_t)d->B * d->H * d->K; }
+
+size_t kda_core_workspace_bytes(const kda_core_dims *d, int threads) {
+    check_dims(d);
+    size_t fwd = (size_t)threads * ws_bytes(d, 0),
+           bwd = (size_t)threads * ws_bytes(d, 1) + partials_pA(d) + partials_pdt(d);
+    return fwd > bwd ? fwd : bwd;
 }
 
 // ---- preamble: l2norm, gate, β (kda-model.md §2.3 step 7, §2.4, §2.5) --------------------
@@ -565,7 +583,7 @@ void kda_core_bwd(const kda_core_dims *d, const float *q_raw, const float *k_raw
     check_dims(d);
     int BH = d->B * d->H, K = d->K;
     size_t per_slice = (size_t)n_blocks(d) * d->K * d->V;
-    double *pA = kda_malloc(sizeof(double) * BH), *pdt = kda_malloc(sizeof(double) * BH * K);
+    double *pA = kda_malloc(partials_pA(d)), *pdt = kda_malloc(partials_pdt(d));
 #pragma omp parallel
     {
         slice_ws w;

@@ -55,6 +55,9 @@ static void cpu_embed_bwd(const int32_t *ids, const void *dout_, float *dE, int 
 static float *ce_buf;
 static size_t ce_buf_n;
 
+// floats of the logits chunk (grow-only, kept between calls): CE_CHUNK rows of the vocabulary
+static size_t ce_scratch_floats(int NV) { return (size_t)CE_CHUNK * NV; }
+
 static float *ce_scratch(size_t n) {
     if (n > ce_buf_n) {
         free(ce_buf);
@@ -68,7 +71,7 @@ static double cpu_lm_head_ce(const void *x_, const void *E_, const int32_t *targ
                              float grad_scale, void *dx_, float *dE, long *n_valid) {
     const float *x = x_, *E = E_;
     float *dx = dx_;
-    float *logits = ce_scratch((size_t)CE_CHUNK * NV);
+    float *logits = ce_scratch(ce_scratch_floats(NV));
     double loss = 0;
     long valid = 0;
     for (int n0 = 0; n0 < N; n0 += CE_CHUNK) {
@@ -447,6 +450,15 @@ static int cpu_has_nonfinite(const float *g, size_t n) {
     return bad;
 }
 
+// ---- memory planning (mem_plan.h) ----------------------------------------------------------
+
+static void cpu_scratch_bytes(const kda_step_shape *s, size_t *held, size_t *transient) {
+    *held = ce_scratch_floats(s->NV) * sizeof(float);
+    *transient = kda_core_workspace_bytes(&s->core, omp_get_max_threads());
+}
+
+static size_t cpu_scratch_held(void) { return ce_buf_n * sizeof(float); }
+
 static const char *cpu_describe(void) {
     static char buf[96];
     snprintf(buf, sizeof buf, "fp32 on the CPU, %d OpenMP threads, OpenBLAS", omp_get_max_threads());
@@ -492,6 +504,8 @@ static const kda_ops cpu_ops = {
     .adamw_multi = cpu_adamw_multi,
     .master_to_work = cpu_master_to_work,
     .has_nonfinite = cpu_has_nonfinite,
+    .scratch_bytes = cpu_scratch_bytes,
+    .scratch_held = cpu_scratch_held,
 };
 
 const kda_ops *kda_ops_cpu(void) { return &cpu_ops; }

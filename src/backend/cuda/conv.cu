@@ -220,20 +220,33 @@ __global__ void __launch_bounds__(CT2)
         for (int i = 0; i < WT; i++) p[k * WT + WT - 1 - i] = dwr[i][k];
 }
 
+// The backward's kernels: channel pairs (W = 4, even C, 4-byte aligned pointers) in blocks of RB
+// time steps, else single channels in blocks of R; each block writes a partial dw [C, W].
+static bool conv_bwd_paired(int C, int W) { return W == 4 && C % 2 == 0; }
+static int conv_bwd_time_blocks(int T, bool paired) { return paired ? (T + RB - 1) / RB : (T + R - 1) / R; }
+static size_t conv_bwd_part_bytes(int B, int nblk, int C, int W) { return (size_t)B * nblk * C * W * sizeof(float); }
+
+// the partials of the kernel that runs on the model's buffers (aligned: paired where C and W allow)
+size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W) {
+    if ((size_t)B * T * C == 0) return 0;
+    bool paired = conv_bwd_paired(C, W);
+    return conv_bwd_part_bytes(B, conv_bwd_time_blocks(T, paired), C, W);
+}
+
 void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C, int W) {
     if ((size_t)B * T * C == 0) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
-    if (W == 4 && C % 2 == 0 && !((uintptr_t)x & 3) && !((uintptr_t)dy & 3) && !((uintptr_t)dx & 3)) {
-        int nblk = (T + RB - 1) / RB, pairs = C / 2;
-        float *part = (float *)cu_scratch((size_t)B * nblk * C * W * sizeof(float));
+    if (conv_bwd_paired(C, W) && !((uintptr_t)x & 3) && !((uintptr_t)dy & 3) && !((uintptr_t)dx & 3)) {
+        int nblk = conv_bwd_time_blocks(T, true), pairs = C / 2;
+        float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
         conv_silu_bwd_pair<4><<<dim3((pairs + CT2 - 1) / CT2, nblk, B), CT2, 0, cu_stream>>>(
             (const bf16 *)x, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C);
         CU_LAUNCHED();
         cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
         return;
     }
-    int nblk = (T + R - 1) / R;
-    float *part = (float *)cu_scratch((size_t)B * nblk * C * W * sizeof(float));
+    int nblk = conv_bwd_time_blocks(T, false);
+    float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
     conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
         (const bf16 *)x, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
     CU_LAUNCHED();

@@ -40,6 +40,17 @@ void cu_check_error_flag(void);
 // Grow-only device scratch shared by all ops (ops run one after another on cu_stream). The
 // pointer stays valid until the next cu_scratch call, so an op asks once for all it needs.
 void *cu_scratch(size_t bytes);
+// Bytes the arena holds after growing for a request of `bytes` (cu_scratch adds headroom).
+size_t cu_scratch_reserve(size_t bytes);
+// What each op asks cu_scratch for (the ops size their requests with these; the memory plan's
+// scratch_bytes takes the largest over a training step). Host arithmetic: no device needed.
+size_t cu_lm_head_ce_scratch_bytes(int N, int NV);
+size_t cu_embed_bwd_scratch_bytes(int N);
+size_t cu_linear_bwd_scratch_bytes(int N, int O); // a linear with a bias
+size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d);
+size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V);
+size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W);
+size_t cu_sumsq_scratch_bytes(void);
 
 // Carves one allocation into 256-byte aligned pieces. Run a layout once with base NULL to
 // learn the size, then again on the real base.

@@ -57,16 +57,44 @@ __global__ void embed_bwd_runs(const int32_t *__restrict__ keys, const int32_t *
     }
 }
 
+// The sort's temporary storage for N keys (CUB's size query).
+static cudaError_t sort_tmp_bytes(int N, size_t *tmp_bytes) {
+    *tmp_bytes = 0;
+    return cub::DeviceRadixSort::SortPairs(NULL, *tmp_bytes, (const int32_t *)NULL, (int32_t *)NULL,
+                                           (const int32_t *)NULL, (int32_t *)NULL, N, 0, 32, cu_stream);
+}
+
+// The embedding backward's scratch: sorted ids, token order in and out, the sort's temporary.
+struct embed_bwd_scratch {
+    int32_t *keys, *tok_in, *tok;
+    void *tmp;
+};
+static size_t embed_bwd_layout(int N, size_t tmp_bytes, void *base, embed_bwd_scratch *o) {
+    cu_carve c(base);
+    o->keys = c.take<int32_t>(N), o->tok_in = c.take<int32_t>(N), o->tok = c.take<int32_t>(N);
+    o->tmp = c.take<char>(tmp_bytes);
+    return c.off;
+}
+
+size_t cu_embed_bwd_scratch_bytes(int N) {
+    if (N <= 0) return 0;
+    size_t tmp_bytes;
+    if (sort_tmp_bytes(N, &tmp_bytes) != cudaSuccess) { // no device (a plan made elsewhere): the sort's
+        (void)cudaGetLastError();                       // temporary, a few MiB at most, is left out
+        tmp_bytes = 0;
+    }
+    embed_bwd_scratch o;
+    return embed_bwd_layout(N, tmp_bytes, NULL, &o);
+}
+
 void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d) {
     if (N <= 0) return;
-    size_t tmp_bytes = 0;
-    CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, (const int32_t *)NULL, (int32_t *)NULL,
-                                             (const int32_t *)NULL, (int32_t *)NULL, N, 0, 32, cu_stream));
-    cu_carve lay(NULL);
-    lay.take<int32_t>(N), lay.take<int32_t>(N), lay.take<int32_t>(N), lay.take<char>(tmp_bytes);
-    cu_carve c(cu_scratch(lay.off));
-    int32_t *keys = c.take<int32_t>(N), *tok_in = c.take<int32_t>(N), *tok = c.take<int32_t>(N);
-    void *tmp = c.take<char>(tmp_bytes);
+    size_t tmp_bytes;
+    CU_CHECK(sort_tmp_bytes(N, &tmp_bytes));
+    embed_bwd_scratch s;
+    embed_bwd_layout(N, tmp_bytes, cu_scratch(embed_bwd_layout(N, tmp_bytes, NULL, &s)), &s);
+    int32_t *keys = s.keys, *tok_in = s.tok_in, *tok = s.tok;
+    void *tmp = s.tmp;
     iota_kernel<<<(N + 255) / 256, 256, 0, cu_stream>>>(tok_in, N);
     CU_LAUNCHED();
     // ids are non-negative (checked by the forward), so sorting all 32 bits as signed is fine
@@ -193,30 +221,53 @@ __global__ void __launch_bounds__(SUM_THREADS) ce_loss_sum_kernel(const float *_
     if (threadIdx.x == 0) out[0] = st[0], out[1] = sc[0];
 }
 
+// Rows of the logits chunk for N tokens. KDA_CE_SCRATCH_MB sets the chunk's size (default 1 GiB),
+// for measuring its effect (each chunk's dE GEMM reads and writes the fp32 dE once: fewer, larger
+// chunks move fewer bytes) or for fitting a run in less memory.
+static int ce_chunk_rows(int N, int NV) {
+    static size_t scratch_bytes;
+    if (!scratch_bytes) {
+        const char *e = getenv("KDA_CE_SCRATCH_MB");
+        scratch_bytes = e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)CE_SCRATCH_BYTES;
+    }
+    size_t per_row = (size_t)NV * sizeof(bf16);
+    size_t rows = scratch_bytes / per_row;
+    if (rows >= 64) rows -= rows % 64;
+    if (rows < 1) rows = 1;
+    return rows > (size_t)N ? N : (int)rows;
+}
+
+// The cross-entropy's scratch: the logits chunk, per-token losses, the loss sum and count.
+struct ce_scratch {
+    bf16 *logits;
+    float *loss;
+    double *sum;
+};
+static size_t ce_layout(int N, int NV, void *base, ce_scratch *o) {
+    cu_carve c(base);
+    o->logits = c.take<bf16>((size_t)ce_chunk_rows(N, NV) * NV);
+    o->loss = c.take<float>(N);
+    o->sum = c.take<double>(2);
+    return c.off;
+}
+
+size_t cu_lm_head_ce_scratch_bytes(int N, int NV) {
+    ce_scratch o;
+    return N > 0 ? ce_layout(N, NV, NULL, &o) : 0;
+}
+
 double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
                      void *dx, float *dE, long *n_valid) {
     if (N <= 0) {
         if (n_valid) *n_valid = 0;
         return 0.0;
     }
-    size_t per_row = (size_t)NV * sizeof(bf16);
-    // KDA_CE_SCRATCH_MB: the logits chunk's size, for measuring its effect (each chunk's dE GEMM
-    // reads and writes the fp32 dE once: fewer, larger chunks move fewer bytes)
-    static size_t scratch_bytes;
-    if (!scratch_bytes) {
-        const char *e = getenv("KDA_CE_SCRATCH_MB");
-        scratch_bytes = e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)CE_SCRATCH_BYTES;
-    }
-    int chunk = (int)(scratch_bytes / per_row);
-    if (chunk >= 64) chunk -= chunk % 64;
-    if (chunk < 1) chunk = 1;
-    if (chunk > N) chunk = N;
-    cu_carve lay(NULL);
-    lay.take<bf16>((size_t)chunk * NV), lay.take<float>(N), lay.take<double>(2);
-    cu_carve c(cu_scratch(lay.off));
-    bf16 *logits = c.take<bf16>((size_t)chunk * NV);
-    float *loss = c.take<float>(N);
-    double *sum = c.take<double>(2);
+    int chunk = ce_chunk_rows(N, NV);
+    ce_scratch s;
+    ce_layout(N, NV, cu_scratch(ce_layout(N, NV, NULL, &s)), &s);
+    bf16 *logits = s.logits;
+    float *loss = s.loss;
+    double *sum = s.sum;
     const bf16 *xb = (const bf16 *)x;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int n = N - n0 < chunk ? N - n0 : chunk;

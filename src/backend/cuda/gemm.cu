@@ -157,6 +157,20 @@ __global__ void bias_grad_partial(const bf16 *__restrict__ dy, int N, int O, int
     }
 }
 
+// The bias gradient sums N rows in G groups of *rows (at most 256 groups), then the groups.
+static int bias_grad_groups(int N, int *rows) {
+    int G = (N + 255) / 256;
+    if (G > 256) G = 256;
+    *rows = (N + G - 1) / G;
+    return (N + *rows - 1) / *rows;
+}
+
+// partial bias gradients [G, O] (only a linear with a bias takes scratch)
+size_t cu_linear_bwd_scratch_bytes(int N, int O) {
+    int rows;
+    return N > 0 ? (size_t)bias_grad_groups(N, &rows) * O * sizeof(float) : 0;
+}
+
 void cu_linear_bwd(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
                    int O, int accumulate) {
     // dxᵀ[In,N] = W[In,O] (col-major view of W) · dyᵀ[O,N]
@@ -164,11 +178,8 @@ void cu_linear_bwd(const void *x, const void *W, const void *dy, void *dx, float
     // dWᵀ[In,O] += xᵀ[In,N] · op_T(dyᵀ[O,N])
     cu_gemm(0, 1, In, O, N, x, In, dy, O, dW, In, 1, 1.0f, 1.0f, NULL);
     if (dbias && N > 0) {
-        int G = (N + 255) / 256;
-        if (G > 256) G = 256;
-        int rows = (N + G - 1) / G;
-        G = (N + rows - 1) / rows;
-        float *part = (float *)cu_scratch((size_t)G * O * sizeof(float));
+        int rows, G = bias_grad_groups(N, &rows);
+        float *part = (float *)cu_scratch(cu_linear_bwd_scratch_bytes(N, O));
         bias_grad_partial<<<dim3((O + 31) / 32, G), dim3(32, 8), 0, cu_stream>>>((const bf16 *)dy, N, O, rows, part);
         CU_LAUNCHED();
         cu_colreduce_add(part, G, O, dbias);

@@ -173,11 +173,14 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
     }
 }
 
+// partial dw rows: one per block
+size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d) { return N > 0 ? (size_t)grid_for(N, d).G * d * sizeof(float) : 0; }
+
 void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
                     int accumulate) {
     if (N <= 0) return;
     row_grid rg = grid_for(N, d);
-    float *part = (float *)cu_scratch((size_t)rg.G * d * sizeof(float));
+    float *part = (float *)cu_scratch(cu_rmsnorm_bwd_scratch_bytes(N, d));
     if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx)) {
         rmsnorm_bwd_vec<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
             (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, N, d, accumulate);
@@ -364,14 +367,32 @@ __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__
     }
 }
 
+// The vector kernel's row slots per block when V allows it (pointers 16-byte aligned), else 0.
+static int gated_bwd_vec_slots(int V) {
+    int nslots = 8 * (32 / lanes_per_row(V));
+    return V % 8 == 0 && (size_t)nslots * V * sizeof(float) <= 48 * 1024 ? nslots : 0;
+}
+static int gated_bwd_vec_blocks(int rows, int nslots) {
+    int G = (rows + nslots - 1) / nslots;
+    return G > MAX_BLOCKS ? MAX_BLOCKS : G;
+}
+
+// partial dw rows, one per block, of the kernel that runs on the model's buffers (16-byte
+// aligned: the vector kernel wherever V allows it)
+size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V) {
+    if (rows <= 0) return 0;
+    int ns = gated_bwd_vec_slots(V);
+    size_t G = ns ? (size_t)gated_bwd_vec_blocks(rows, ns) : (size_t)grid_for(rows, V).G;
+    return G * V * sizeof(float);
+}
+
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, int rows, int V) {
     if (rows <= 0) return;
-    int L = lanes_per_row(V), nslots = 8 * (32 / L);
-    if (V % 8 == 0 && (size_t)nslots * V * sizeof(float) <= 48 * 1024 && cu_aligned16(o) && cu_aligned16(u) &&
-        cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(d_o) && cu_aligned16(du)) {
-        int G = (rows + nslots - 1) / nslots;
-        if (G > MAX_BLOCKS) G = MAX_BLOCKS;
+    int L = lanes_per_row(V), nslots = gated_bwd_vec_slots(V);
+    if (nslots && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(d_o) &&
+        cu_aligned16(du)) {
+        int G = gated_bwd_vec_blocks(rows, nslots);
         float *part = (float *)cu_scratch((size_t)G * V * sizeof(float));
         gated_rmsnorm_bwd_vec<<<G, 256, (size_t)nslots * V * sizeof(float), cu_stream>>>(
             (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,

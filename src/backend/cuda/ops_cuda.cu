@@ -17,6 +17,8 @@ int *cu_err_flag;
 static void *scratch_ptr;
 static size_t scratch_size;
 
+size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
+
 void *cu_scratch(size_t bytes) {
     if (bytes <= scratch_size) return scratch_ptr;
     if (scratch_ptr) {
@@ -24,7 +26,7 @@ void *cu_scratch(size_t bytes) {
         CU_CHECK(cudaFree(scratch_ptr));
         scratch_ptr = NULL;
     }
-    size_t want = bytes + bytes / 8; // some headroom so small growth does not reallocate
+    size_t want = cu_scratch_reserve(bytes);
     scratch_ptr = NULL;
     if (cudaMalloc(&scratch_ptr, want) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -93,6 +95,35 @@ void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out) {
     CU_LAUNCHED();
 }
 
+// ---- memory plan (ops.h scratch_bytes) ----
+// Everything an op of this backend needs beyond its arguments comes from the arena, which grows
+// to cu_scratch_reserve of the largest request and stays: held is that, for the largest request
+// of a training step of shape s (the ops below, as model.c calls them); nothing is transient.
+// Not counted yet: the KDA core backward's workspace (kda_bwd.cu sizes it with bwd_layout, which
+// is not exported; at 300M x 32 x 2048 it is 0.91 GiB, below the 1 GiB cross-entropy chunk), the
+// AdamW item table (under 0.01% of the parameters), the CUDA context and cuBLASLt workspace
+// (allocated before any plan: they are not in the free memory the plan is compared with).
+
+static void cu_scratch_bytes(const kda_step_shape *s, size_t *held, size_t *transient) {
+    int N = s->B * s->T;
+    size_t req[] = {
+        cu_lm_head_ce_scratch_bytes(N, s->NV),
+        cu_embed_bwd_scratch_bytes(N),
+        cu_linear_bwd_scratch_bytes(N, s->Dv), // g_proj.1, the one linear with a bias
+        cu_rmsnorm_bwd_scratch_bytes(N, s->d),
+        cu_gated_rmsnorm_bwd_scratch_bytes(N * s->core.H, s->core.V),
+        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dk, s->W),
+        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dv, s->W),
+        cu_sumsq_scratch_bytes(),
+    };
+    size_t big = 0;
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) big = req[i] > big ? req[i] : big;
+    *held = cu_scratch_reserve(big);
+    *transient = 0;
+}
+
+static size_t cu_scratch_held(void) { return scratch_size; }
+
 // ---- the table ----
 // Every op that queues device work is wrapped for the step profile (profile.cu) by its phase.
 
@@ -141,7 +172,11 @@ static const kda_ops cuda_ops = {
     .profile_begin = cu_profile_begin,
     .profile_end = cu_profile_end,
     .mem_info = kda_cuda_mem_info,
+    .scratch_bytes = cu_scratch_bytes,
+    .scratch_held = cu_scratch_held,
 };
+
+extern "C" const kda_ops *kda_ops_cuda_sizing(void) { return &cuda_ops; }
 
 static int probed;          // 0: not yet, 1: usable, -1: not usable
 static char why_buf[1024], desc_buf[1024];

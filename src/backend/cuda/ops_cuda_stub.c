@@ -8,3 +8,5 @@ const kda_ops *kda_ops_cuda(const char **why) {
     if (why) *why = "this kda was built without CUDA (nvcc not found at build time)";
     return NULL;
 }
+
+const kda_ops *kda_ops_cuda_sizing(void) { return NULL; }

@@ -58,11 +58,13 @@ __global__ void __launch_bounds__(SUMSQ_THREADS) sumsq_kernel(const float *__res
     }
 }
 
+size_t cu_sumsq_scratch_bytes(void) { return (SUMSQ_BLOCKS + 1) * sizeof(double); } // partials and the sum
+
 double cu_sumsq(const float *g, size_t n) {
     if (!n) return 0.0;
     int vec = cu_aligned16(g);
     unsigned G = cu_blocks(vec ? (n + 3) / 4 : n, SUMSQ_THREADS, SUMSQ_BLOCKS);
-    double *part = (double *)cu_scratch((SUMSQ_BLOCKS + 1) * sizeof(double));
+    double *part = (double *)cu_scratch(cu_sumsq_scratch_bytes());
     sumsq_kernel<<<G, SUMSQ_THREADS, 0, cu_stream>>>(g, n, vec, part, part + SUMSQ_BLOCKS);
     CU_LAUNCHED();
     double s = 0.0;
