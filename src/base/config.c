@@ -1,5 +1,7 @@
-// config.c — see config.h. The YAML file is read with libyaml's document API (which gives
-// every node its line and column); one key table drives loading, --set overrides and writing.
+// config.c — see config.h. The key table, and reading values into it: the YAML file is read
+// with libyaml's document API (which gives every node its line and column), --set overrides
+// with the same rules. Defaults and kda_config_finalize are in config_finalize.c, writing in
+// config_write.c.
 //
 // Value rules (YAML 1.2 core schema, plain scalars only; a quoted scalar is always a string):
 //   integer  [-+]?[0-9]+            number  integer or decimal/exponent float, finite
@@ -18,22 +20,11 @@
 #include <yaml.h>
 
 #include "base/common.h"
+#include "base/config_impl.h"
 
 // ---------------------------------------------------------------------------------------------
-// The key table: every field of kda_config, in the order kda_config_write_yaml writes them.
-
-typedef enum { K_INT, K_LONG, K_DOUBLE, K_BOOL, K_STR, K_PATHS } key_type;
-
-typedef struct {
-    const char *name;
-    key_type type;
-    size_t off;       // offset of the field
-    size_t size;      // K_STR: buffer size; K_PATHS: size of one path buffer
-    size_t count_off; // K_PATHS: offset of the count field
-    int nullable;     // K_INT: YAML null is accepted and stored as null_value
-    int null_value;
-    const char *section; // comment written before the first key of each section
-} key_def;
+// The key table (config_impl.h): every field of kda_config, in the order kda_config_write_yaml
+// writes them.
 
 #define OFF(f) offsetof(kda_config, f)
 #define KI(f, sec) {#f, K_INT, OFF(f), 0, 0, 0, 0, sec}
@@ -51,7 +42,7 @@ static const char SEC_CKPT[] = "checkpoints";
 static const char SEC_DATA[] = "data";
 static const char SEC_KDA[] = "kda-specific";
 
-static const key_def KEYS[] = {
+const key_def cfg_keys[] = {
     KI(hidden_size, SEC_MODEL),
     KI(num_hidden_layers, SEC_MODEL),
     KI(num_heads, SEC_MODEL),
@@ -120,7 +111,7 @@ static const key_def KEYS[] = {
     KI(sample_tokens, SEC_KDA),
     KS(sample_prompt, SEC_KDA),
 };
-#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
+const size_t cfg_n_keys = sizeof cfg_keys / sizeof cfg_keys[0];
 
 // FLA KDAConfig keys accepted so that an FLA config.json (JSON is YAML) or a Primus-style file
 // loads unchanged, but which have no effect here: they select kernels (fuse_*, use_cache),
@@ -281,8 +272,8 @@ static void apply_scalar(kda_config *c, const key_def *k, const scalar *s, const
 // Key lookup and the "did you mean" suggestion.
 
 static const key_def *find_key(const char *name) {
-    for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcmp(KEYS[i].name, name)) return &KEYS[i];
+    for (size_t i = 0; i < cfg_n_keys; i++)
+        if (!strcmp(cfg_keys[i].name, name)) return &cfg_keys[i];
     return NULL;
 }
 
@@ -316,8 +307,8 @@ static int edit_distance(const char *a, const char *b) {
 KDA_NORETURN static void unknown_key(const origin *o, const char *name, size_t line, size_t col) {
     const char *best = NULL;
     int best_d = 3;
-    for (size_t i = 0; i < N_KEYS + N_IGNORED; i++) {
-        const char *cand = i < N_KEYS ? KEYS[i].name : IGNORED[i - N_KEYS].name;
+    for (size_t i = 0; i < cfg_n_keys + N_IGNORED; i++) {
+        const char *cand = i < cfg_n_keys ? cfg_keys[i].name : IGNORED[i - cfg_n_keys].name;
         int d = edit_distance(name, cand);
         if (d < best_d) best_d = d, best = cand;
     }
@@ -506,320 +497,4 @@ void kda_config_set(kda_config *c, const char *key_eq_value) {
     else apply_ignored(ig, root, &o);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Defaults: the tiny demo model (configs/tiny.yaml holds the same values; test_config checks).
-
-static void copy_str(char *dst, size_t cap, const char *src) {
-    memset(dst, 0, cap);
-    size_t n = strlen(src);
-    KDA_CHECK(n < cap, "default string '%s' does not fit", src);
-    memcpy(dst, src, n);
-}
-#define SET_STR(field, value) copy_str(c->field, sizeof c->field, value)
-
-void kda_config_defaults(kda_config *c) {
-    memset(c, 0, sizeof *c);
-    // model: the demo (configs/tiny.yaml, `make demo`): the Llama 3 vocabulary on token files that
-    // `kda tokenize` makes from data/tinyshakespeare.txt; hidden 64 because the 128,256-way output
-    // layer dominates the cost: about 2 minutes of training on 2 CPU cores
-    c->hidden_size = 64;
-    c->num_hidden_layers = 2;
-    c->num_heads = 4;
-    c->num_v_heads = 0; // null => num_heads
-    c->head_dim = 16;
-    c->expand_v = 2.0;
-    c->use_short_conv = 1;
-    c->conv_size = 4;
-    c->intermediate_size = 192;
-    c->hidden_ratio = 4.0;
-    c->vocab_size = 128256; // Llama 3
-    c->norm_eps = 1e-6;
-    c->tie_word_embeddings = 1;
-    c->initializer_range = 0.02;
-    c->max_position_embeddings = 2048;
-    c->allow_neg_eigval = 0;
-    c->safe_gate = 0;
-    c->bos_token_id = c->eos_token_id = c->pad_token_id = -1;
-    SET_STR(attn_mode, "chunk");
-    // training: the reference recipe's optimizer settings (kda-model.md §6.1), a short schedule
-    // at a high learning rate
-    c->train_iters = 150;
-    c->micro_batch_size = 4;
-    c->global_batch_size = 4;
-    c->seq_length = 64;
-    c->lr = 1e-2;
-    c->min_lr = 1e-3;
-    c->lr_warmup_iters = 10;
-    c->lr_decay_iters = 0; // => train_iters
-    SET_STR(lr_decay_style, "cosine");
-    c->adam_beta1 = 0.9;
-    c->adam_beta2 = 0.95;
-    c->adam_eps = 1e-8;
-    c->weight_decay = 0.01;
-    c->clip_grad = 1.0;
-    c->seed = 42;
-    c->bf16 = 0;
-    c->log_interval = 10;
-    c->eval_interval = 100;
-    c->eval_iters = 10;
-    SET_STR(save, "");
-    c->save_interval = 100;
-    SET_STR(load, "");
-    c->keep_last_n = 3;
-    SET_STR(train_data_path[0], "build/data/tinyshakespeare-llama3"); // `make demo` makes it
-    c->n_train_data_path = 1;
-    c->n_valid_data_path = 0;
-    SET_STR(split, "969,30,1");
-    SET_STR(data_format, "megatron");
-    SET_STR(tokenizer_type, "HuggingFaceTokenizer");
-    SET_STR(tokenizer_model, "data/tokenizer/llama3/tokenizer.json");
-    SET_STR(device, "auto");
-    SET_STR(kda_algo, "chunk");
-    SET_STR(recompute_granularity, "");
-    c->kda_chunk_size = 64;
-    SET_STR(metrics_file, "");
-    c->num_threads = 0;
-    c->sample_tokens = 100;
-    SET_STR(sample_prompt, "ROMEO:");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Finalize: derive and validate. Messages name the keys and say what to change.
-
-static int one_of(const char *v, const char *const *allowed) {
-    for (; *allowed; allowed++)
-        if (!strcmp(v, *allowed)) return 1;
-    return 0;
-}
-
-static void check_choice(const char *key, const char *v, const char *const *allowed, const char *list) {
-    if (!one_of(v, allowed)) kda_die("config: %s '%s' is not one of %s", key, v, list);
-}
-
-#define NEED_POS(field)                                                                                  \
-    do {                                                                                                 \
-        if (!(c->field > 0)) kda_die("config: " #field " must be positive, got %g", (double)c->field); \
-    } while (0)
-#define NEED_NONNEG(field)                                                                                   \
-    do {                                                                                                     \
-        if (!(c->field >= 0)) kda_die("config: " #field " must be >= 0, got %g", (double)c->field); \
-    } while (0)
-
-// Upper bounds on every count and size: a value past them cannot be meant and would hang, crash or
-// overflow somewhere deep (num_threads 100000 crashed inside libgomp). Message: key, value, range.
-#define NEED_RANGE(field, lo, hi, why)                                                                   \
-    do {                                                                                                 \
-        if (!(c->field >= (lo) && c->field <= (hi)))                                                     \
-            kda_die("config: " #field " %.17g is outside the allowed range [%ld, %ld]%s", (double)c->field, \
-                    (long)(lo), (long)(hi), why);                                                        \
-    } while (0)
-
-static void check_token_id(const char *key, int id, int vocab) {
-    if (id < -1 || id >= vocab)
-        kda_die("config: %s %d is outside the vocabulary [0, vocab_size %d) (use null for none)", key, id, vocab);
-}
-
-// Megatron split: up to three non-negative weights separated by ',' or '/', positive sum.
-static void check_split(const char *s) {
-    double sum = 0;
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        double w = strtod(p, &end);
-        if (end == p || !(w >= 0) || !isfinite(w) || ++n > 3) goto fail;
-        sum += w;
-        p = end;
-        while (*p == ' ') p++;
-        if (*p == ',' || *p == '/') {
-            p++;
-            if (!*p) goto fail;
-        } else if (*p) {
-            goto fail;
-        }
-    }
-    if (n >= 1 && sum > 0) return;
-fail:
-    kda_die("config: split '%s' must be up to three non-negative weights like \"969,30,1\" (train,valid,test)", s);
-}
-
-void kda_config_finalize(kda_config *c) {
-    // positive sizes
-    NEED_POS(head_dim);
-    NEED_POS(expand_v);
-    NEED_POS(hidden_ratio);
-    NEED_POS(norm_eps);
-    NEED_NONNEG(initializer_range);
-    NEED_POS(max_position_embeddings);
-    NEED_POS(log_interval);
-    NEED_NONNEG(eval_interval);
-    NEED_NONNEG(eval_iters);
-    NEED_NONNEG(save_interval);
-    NEED_NONNEG(keep_last_n);
-    NEED_NONNEG(seed);
-    NEED_NONNEG(lr);
-    NEED_NONNEG(min_lr);
-    NEED_NONNEG(lr_warmup_iters);
-    NEED_NONNEG(lr_decay_iters);
-    NEED_NONNEG(weight_decay);
-    NEED_NONNEG(clip_grad);
-    NEED_POS(adam_eps);
-    NEED_RANGE(hidden_size, 1, 1L << 16, "");
-    NEED_RANGE(num_hidden_layers, 1, 4096, "");
-    NEED_RANGE(num_heads, 1, 4096, "");
-    NEED_RANGE(conv_size, 1, 64, "");
-    NEED_RANGE(intermediate_size, 0, 1L << 20, " (0 = derived from hidden_ratio)");
-    NEED_RANGE(vocab_size, 1, 1L << 24, "");
-    NEED_RANGE(micro_batch_size, 1, 1L << 16, "");
-    NEED_RANGE(global_batch_size, 1, 1L << 24, "");
-    NEED_RANGE(seq_length, 1, 1L << 24, "");
-    NEED_RANGE(kda_chunk_size, 1, 1L << 16, "");
-    NEED_RANGE(num_threads, 0, 1024, " (0 = all cores)");
-    NEED_RANGE(sample_tokens, 0, 1L << 20, "");
-    NEED_RANGE(train_iters, 1, 1L << 40, "");
-    if (!(c->adam_beta1 >= 0 && c->adam_beta1 < 1)) kda_die("config: adam_beta1 must be in [0, 1), got %g", c->adam_beta1);
-    if (!(c->adam_beta2 >= 0 && c->adam_beta2 < 1)) kda_die("config: adam_beta2 must be in [0, 1), got %g", c->adam_beta2);
-
-    // model structure this implementation supports
-    double vd = c->head_dim * c->expand_v;
-    if (fabs(vd - nearbyint(vd)) > 1e-9 || vd < 1)
-        kda_die("config: head_dim %d x expand_v %g = %g is not a whole number; the value head size must be an integer",
-                c->head_dim, c->expand_v, vd);
-    c->head_v_dim = (int)nearbyint(vd);
-    if (c->head_dim > 128) kda_die("config: head_dim %d > 128: the KDA kernels support key heads up to 128", c->head_dim);
-    if (c->head_v_dim > 128)
-        kda_die("config: head_v_dim = head_dim %d x expand_v %g = %d > 128: the KDA kernels support value heads up to 128",
-                c->head_dim, c->expand_v, c->head_v_dim);
-    if (c->num_v_heads < 0) kda_die("config: num_v_heads %d must be positive or null (= num_heads)", c->num_v_heads);
-    if (c->num_v_heads == 0) c->num_v_heads = c->num_heads;
-    if (c->num_v_heads != c->num_heads)
-        kda_die("config: num_v_heads %d != num_heads %d: grouped value attention (GVA) is not supported; set num_v_heads "
-                "to null",
-                c->num_v_heads, c->num_heads);
-    c->key_dim = c->num_heads * c->head_dim;
-    c->value_dim = c->num_v_heads * c->head_v_dim;
-    if (c->intermediate_size == 0) {
-        // FLA's fallback: 256 * ceil(int(hidden_size * hidden_ratio * 2 / 3) / 256)
-        long f = (long)(c->hidden_size * c->hidden_ratio * 2 / 3);
-        c->intermediate_size = (int)(256 * ((f + 255) / 256));
-    }
-    if (!c->use_short_conv) kda_die("config: use_short_conv must be true: the model always has the short convolution");
-    if (!c->tie_word_embeddings)
-        kda_die("config: tie_word_embeddings must be true: untied input/output embeddings are not supported yet");
-    if (c->allow_neg_eigval) kda_die("config: allow_neg_eigval must be false: beta in (0, 2) is not implemented");
-    if (c->safe_gate) kda_die("config: safe_gate must be false: the safe-gate variant is not implemented");
-    static const char *const attn_modes[] = {"chunk", "fused_recurrent", NULL};
-    check_choice("attn_mode", c->attn_mode, attn_modes, "chunk, fused_recurrent");
-    check_token_id("bos_token_id", c->bos_token_id, c->vocab_size);
-    check_token_id("eos_token_id", c->eos_token_id, c->vocab_size);
-    check_token_id("pad_token_id", c->pad_token_id, c->vocab_size);
-
-    // schedule
-    if (c->global_batch_size % c->micro_batch_size)
-        kda_die("config: global_batch_size %d is not a multiple of micro_batch_size %d", c->global_batch_size,
-                c->micro_batch_size);
-    if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
-    if (c->min_lr > c->lr) kda_die("config: min_lr %g is larger than lr %g", c->min_lr, c->lr);
-    if (c->lr_warmup_iters > c->lr_decay_iters)
-        kda_die("config: lr_warmup_iters %ld is larger than lr_decay_iters %ld", c->lr_warmup_iters, c->lr_decay_iters);
-    static const char *const styles[] = {"cosine", "linear", "constant", NULL};
-    check_choice("lr_decay_style", c->lr_decay_style, styles, "cosine, linear, constant");
-
-    // data and runtime
-    if (c->n_train_data_path < 1) kda_die("config: train_data_path is empty; name at least one data file");
-    static const char *const formats[] = {"text", "megatron", NULL};
-    check_choice("data_format", c->data_format, formats, "text, megatron");
-    check_split(c->split);
-    if (!strcmp(c->tokenizer_type, "byte") && c->vocab_size < 256)
-        kda_die("config: tokenizer_type byte needs vocab_size >= 256, got %d", c->vocab_size);
-    static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
-    check_choice("device", c->device, devices, "auto, cpu, cuda");
-    static const char *const algos[] = {"chunk", "recurrent", NULL};
-    check_choice("kda_algo", c->kda_algo, algos, "chunk, recurrent");
-    static const char *const recompute[] = {"", "selective", "full", NULL};
-    check_choice("recompute_granularity", c->recompute_granularity, recompute, "null, selective, full");
-    static const char *const modules[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn", NULL};
-    for (int i = 0; i < c->n_recompute_modules; i++)
-        check_choice("recompute_modules entry", c->recompute_modules[i], modules,
-                     "layernorm, conv, swiglu, gated_norm, core_attn");
-    if (c->n_recompute_modules > 0 && strcmp(c->recompute_granularity, "selective"))
-        kda_die("config: recompute_modules is set but recompute_granularity is '%s'; the modules apply only to "
-                "recompute_granularity selective",
-                c->recompute_granularity);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Writing: every key, strings double-quoted, numbers in the shortest form that reads back equal.
-
-static void write_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
-            else fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-static void write_double(FILE *f, double v) {
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    // "2" -> "2.0", "1e-06" -> "1.0e-06": reads as a float in YAML 1.1 readers (PyYAML) too
-    char *e = strchr(buf, 'e');
-    if (!strchr(buf, '.')) {
-        size_t at = e ? (size_t)(e - buf) : strlen(buf);
-        memmove(buf + at + 2, buf + at, strlen(buf + at) + 1);
-        memcpy(buf + at, ".0", 2);
-    }
-    fputs(buf, f);
-}
-
-void kda_config_write_yaml(const kda_config *c, FILE *f) {
-    fputs("# kda configuration (kda_config_write_yaml); `kda train FILE` reads it back unchanged\n", f);
-    const char *section = NULL;
-    for (size_t i = 0; i < N_KEYS; i++) {
-        const key_def *k = &KEYS[i];
-        const char *field = (const char *)c + k->off;
-        if (k->section != section) {
-            fprintf(f, "%s# ---- %s ----\n", section ? "\n" : "", k->section);
-            section = k->section;
-        }
-        fprintf(f, "%s: ", k->name);
-        switch (k->type) {
-        case K_INT: {
-            int v = *(const int *)field;
-            if (k->nullable && v == k->null_value) fputs("null", f);
-            else fprintf(f, "%d", v);
-            break;
-        }
-        case K_LONG: fprintf(f, "%ld", *(const long *)field); break;
-        case K_DOUBLE: write_double(f, *(const double *)field); break;
-        case K_BOOL: fputs(*(const int *)field ? "true" : "false", f); break;
-        case K_STR: write_string(f, field); break;
-        case K_PATHS: {
-            int n = *(const int *)((const char *)c + k->count_off);
-            fputc('[', f);
-            for (int j = 0; j < n; j++) {
-                if (j) fputs(", ", f);
-                write_string(f, field + (size_t)j * k->size);
-            }
-            fputc(']', f);
-            break;
-        }
-        }
-        fputc('\n', f);
-    }
-    if (ferror(f)) kda_die("writing the configuration as YAML failed: %s", strerror(errno));
 }

@@ -195,36 +195,19 @@ static void codec_bytes(const codec *c, int32_t id, kda_tok_bytes *out) {
 
 // ---- streaming UTF-8 out ----------------------------------------------------------------------
 
-// A token may end inside a multi-byte character: hold back a trailing incomplete sequence until
-// the next token completes it; everything else goes out with invalid bytes replaced by U+FFFD
-// (as Hugging Face's decode does), so the stream equals the decode of all the ids.
+// A token may end inside a multi-byte character: kda_utf8_stream (tokenizer.h) holds back a
+// trailing incomplete sequence until the next token completes it; everything else goes out
+// with invalid bytes replaced by U+FFFD (as Hugging Face's decode does), so the stream equals
+// the decode of all the ids.
 typedef struct {
     const codec *c;
     int32_t eos;
     int print_ids, n_out; // --print-ids: ids instead of text; ids printed so far on this line
-    kda_tok_bytes pend, clean;
+    kda_utf8_stream out;
 } streamer;
 
-static size_t incomplete_tail(const unsigned char *s, size_t n) {
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char b = s[n - back];
-        if ((b & 0xC0) == 0x80) continue; // continuation byte: look further back for the lead
-        size_t need = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
-        return need > back ? back : 0;
-    }
-    return 0;
-}
-
 static void emit(streamer *s, int final) {
-    if (s->pend.n == 0) return;
-    size_t keep = final ? 0 : incomplete_tail((const unsigned char *)s->pend.v, s->pend.n);
-    size_t out = s->pend.n - keep;
-    s->clean.n = 0;
-    kda_utf8_sanitize(s->pend.v, out, &s->clean);
-    if (s->clean.n && fwrite(s->clean.v, 1, s->clean.n, stdout) != s->clean.n) kda_die("kda generate: writing to stdout failed");
-    memmove(s->pend.v, s->pend.v + out, keep);
-    s->pend.n = keep;
-    fflush(stdout);
+    if (kda_utf8_stream_flush(&s->out, stdout, final)) kda_die("kda generate: writing to stdout failed");
 }
 
 static int on_token(int32_t id, void *arg) {
@@ -235,7 +218,7 @@ static int on_token(int32_t id, void *arg) {
         return 0;
     }
     if (id == s->eos) return 0;
-    codec_bytes(s->c, id, &s->pend);
+    codec_bytes(s->c, id, &s->out.pend);
     emit(s, 0);
     return 0;
 }
@@ -335,8 +318,7 @@ int cmd_generate(int argc, char **argv) {
     }
     for (int p = 0; p < n_prompts; p++) kda_tok_ids_free(&pids[p]);
     free(pids);
-    kda_tok_bytes_free(&st.pend);
-    kda_tok_bytes_free(&st.clean);
+    kda_utf8_stream_free(&st.out);
     kda_sampler_free(smp);
     kda_decoder_free(dec);
     codec_close(&cd);

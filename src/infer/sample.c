@@ -1,51 +1,53 @@
-// sample.c — see sample.h.
+// sample.c — see sample.h. The ids come from the generator of `kda generate` (generate.h); only
+// the context and the printing are the sample's own.
 #include "infer/sample.h"
 
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/common.h"
+#include "infer/generate.h"
 #include "text/tokenizer.h"
 
-int kda_sample_token(const float *logits, int NV, float temperature, kda_rng *rng) {
-    int best = 0;
-    for (int i = 1; i < NV; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (temperature <= 0) return best;
-    double sum = 0;
-    for (int i = 0; i < NV; i++) sum += exp((logits[i] - logits[best]) / temperature);
-    double u = kda_rng_uniform(rng) * sum, acc = 0;
-    for (int i = 0; i < NV; i++) {
-        acc += exp((logits[i] - logits[best]) / temperature);
-        if (acc >= u) return i;
-    }
-    return best;
-}
+#define SAMPLE_TEMPERATURE 0.8f
+#define SAMPLE_SEED_SALT 0x5eed
 
-// How many trailing bytes of s[0..n) could still become one character with more bytes: a lead
-// byte and fewer continuation bytes than it announces.
-static size_t unfinished_tail(const unsigned char *s, size_t n) {
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char b = s[n - back];
-        if ((b & 0xC0) == 0x80) continue;
-        size_t len = b >= 0xF0 && b <= 0xF4 ? 4 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xC2 && b <= 0xDF ? 2 : 1;
-        return len > back ? back : 0;
+typedef struct {
+    const kda_tokenizer *tok; // NULL: byte ids
+    kda_utf8_stream out;
+} printer;
+
+static int print_token(int32_t id, void *arg) {
+    printer *p = arg;
+    if (!p->tok) {
+        putchar(id < 256 ? id : '?');
+        fflush(stdout);
+    } else {
+        kda_tok_decode(p->tok, &id, 1, 0, &p->out.pend); // special tokens as their text, e.g. <|end_of_text|>
+        kda_utf8_stream_flush(&p->out, stdout, 0);       // an unfinished UTF-8 character waits
     }
     return 0;
 }
 
-// Writes pend to stdout, invalid UTF-8 replaced by U+FFFD as the tokenizer's decode_text does,
-// except (unless final) an unfinished character at its end: a token may end inside one.
-static void flush_text(kda_tok_bytes *pend, kda_tok_bytes *clean, int final) {
-    size_t keep = final ? 0 : unfinished_tail((const unsigned char *)pend->v, pend->n);
-    size_t out = pend->n - keep;
-    clean->n = 0;
-    kda_utf8_sanitize(pend->v, out, clean);
-    fwrite(clean->v, 1, clean->n, stdout);
-    memmove(pend->v, pend->v + out, keep);
-    pend->n = keep;
-    fflush(stdout);
+// The context a document starts with in training (see sample.h); 0 when a prompt id is outside
+// the vocabulary (the sample is skipped, saying so).
+static int prompt_ids(const kda_config *c, const kda_tokenizer *tok, const char *prompt, kda_tok_ids *ctx) {
+    if (!tok) {
+        if (c->bos_token_id >= 0) kda_tok_ids_push(ctx, c->bos_token_id);
+        for (const char *p = prompt; *p; p++) kda_tok_ids_push(ctx, (unsigned char)*p);
+    } else {
+        // as `kda tokenize` encodes a document: the post-processor's BOS (Llama 3: 128000), then the text
+        kda_tok_ctx *tc = kda_tok_ctx_new(tok);
+        kda_tok_encode(tc, prompt, strlen(prompt), KDA_TOK_ADD_SPECIAL, ctx);
+        kda_tok_ctx_free(tc);
+    }
+    if (ctx->n == 0) kda_tok_ids_push(ctx, !tok ? '\n' : kda_tok_bos_id(tok) >= 0 ? kda_tok_bos_id(tok) : 0);
+    for (size_t i = 0; i < ctx->n; i++)
+        if (ctx->v[i] < 0 || ctx->v[i] >= c->vocab_size) {
+            printf("(sample skipped: prompt token %d is outside vocab_size %d)\n", ctx->v[i], c->vocab_size);
+            return 0;
+        }
+    return 1;
 }
 
 void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int n, uint64_t seed) {
@@ -54,50 +56,22 @@ void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int
         printf("(sample skipped: tokenizer_type %s is not known; use `kda generate`)\n", c->tokenizer_type);
         return;
     }
-    int T = m->T, NV = c->vocab_size;
+    kda_tokenizer *tok = byte ? NULL : kda_tok_load_path(c->tokenizer_model);
     kda_tok_ids ctx = {0};
-    kda_tokenizer *tok = NULL;
-    if (byte) {
-        if (c->bos_token_id >= 0) kda_tok_ids_push(&ctx, c->bos_token_id);
-        for (const char *p = prompt; *p; p++) kda_tok_ids_push(&ctx, (unsigned char)*p);
-    } else {
-        // as `kda tokenize` encodes a document: the post-processor's BOS (Llama 3: 128000), then the text
-        tok = kda_tok_load_path(c->tokenizer_model);
-        kda_tok_ctx *tc = kda_tok_ctx_new(tok);
-        kda_tok_encode(tc, prompt, strlen(prompt), KDA_TOK_ADD_SPECIAL, &ctx);
-        kda_tok_ctx_free(tc);
+    if (prompt_ids(c, tok, prompt, &ctx)) {
+        kda_sampling how = {.temperature = SAMPLE_TEMPERATURE, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
+        kda_sampler *s = kda_sampler_create(c->vocab_size, &how, seed ^ SAMPLE_SEED_SALT);
+        kda_decoder *d = kda_decoder_create(m, 0);
+        printer p = {.tok = tok};
+        // the header names SAMPLE_TEMPERATURE
+        printf("---- sample (temperature 0.8) ----\n%s", prompt);
+        kda_generate(d, s, ctx.v, (int)ctx.n, n, -1, print_token, &p, NULL); // no stop at an end of text
+        if (tok) kda_utf8_stream_flush(&p.out, stdout, 1);
+        printf("\n----------------------------------\n");
+        kda_utf8_stream_free(&p.out);
+        kda_decoder_free(d);
+        kda_sampler_free(s);
     }
-    if (ctx.n == 0) kda_tok_ids_push(&ctx, byte ? '\n' : kda_tok_bos_id(tok) >= 0 ? kda_tok_bos_id(tok) : 0);
-    for (size_t i = 0; i < ctx.n; i++)
-        if (ctx.v[i] < 0 || ctx.v[i] >= NV) {
-            printf("(sample skipped: prompt token %d is outside vocab_size %d)\n", ctx.v[i], NV);
-            kda_tok_ids_free(&ctx);
-            if (tok) kda_tok_free(tok);
-            return;
-        }
-    float *logits = kda_malloc(sizeof(float) * NV);
-    kda_rng rng;
-    kda_rng_seed(&rng, seed ^ 0x5eed);
-    kda_tok_bytes pend = {0}, clean = {0};
-    printf("---- sample (temperature 0.8) ----\n%s", prompt);
-    for (int i = 0; i < n; i++) {
-        size_t start = ctx.n > (size_t)T ? ctx.n - (size_t)T : 0;
-        kda_model_last_logits(m, ctx.v + start, 1, (int)(ctx.n - start), logits);
-        int32_t id = kda_sample_token(logits, NV, 0.8f, &rng);
-        kda_tok_ids_push(&ctx, id);
-        if (byte) {
-            putchar(id < 256 ? id : '?');
-            fflush(stdout);
-        } else {
-            kda_tok_decode(tok, &id, 1, 0, &pend); // special tokens as their text, e.g. <|end_of_text|>
-            flush_text(&pend, &clean, 0);
-        }
-    }
-    if (!byte) flush_text(&pend, &clean, 1);
-    printf("\n----------------------------------\n");
-    kda_tok_bytes_free(&pend);
-    kda_tok_bytes_free(&clean);
-    free(logits);
     kda_tok_ids_free(&ctx);
     if (tok) kda_tok_free(tok);
 }

@@ -1,18 +1,24 @@
-// sample.h — text samples from a model (temperature sampling over the full context window).
-// The recurrent constant-memory decoder comes with `kda generate`; this is the short sample
-// that training prints at its end.
+// sample.h — the short text sample that training prints at its end.
+//
+// The ids come from the generator of `kda generate` (generate.h): the prompt through the chunked
+// form, then one token at a time through the recurrent state, drawn by its sampler at
+// temperature 0.8 (no top-k / top-p / repetition penalty) from the seed ^ 0x5eed stream; the
+// run does not stop at an end-of-text id. Printed to stdout:
+//   ---- sample (temperature 0.8) ----
+//   <prompt><n generated tokens as text>
+//   ----------------------------------
 #ifndef KDA_SAMPLE_H
 #define KDA_SAMPLE_H
 #include <stdint.h>
-#include "base/common.h"
 #include "base/config.h"
 #include "model/model.h"
 // Print prompt + n generated tokens to stdout as text. The context starts as a document does in
 // training: tokenizer_type byte, bos_token_id (when set) and the prompt's bytes;
 // HuggingFaceTokenizer, the prompt encoded by the tokenizer named by tokenizer_model with its
-// BOS, as `kda tokenize` encodes documents. Sampled ids are decoded as they come (bytes, or the
-// tokenizer's pieces: special tokens as their text, invalid UTF-8 as U+FFFD).
+// BOS, as `kda tokenize` encodes documents. Sampled ids are printed as they come: bytes (an id
+// past 255 as '?'), or the tokenizer's pieces (special tokens as their text, invalid UTF-8 as
+// U+FFFD, an unfinished character held back until the next token). Another tokenizer_type, or a
+// prompt id outside the vocabulary, prints one "(sample skipped: ...)" line instead. The model's
+// activation buffers are used as scratch.
 void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int n, uint64_t seed);
-// Draw one token from logits with temperature (0 => argmax).
-int kda_sample_token(const float *logits, int NV, float temperature, kda_rng *rng);
 #endif

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/config.h"
 
@@ -120,5 +121,18 @@ void kda_tok_bytes_free(kda_tok_bytes *b);
 size_t kda_utf8_valid_prefix(const char *s, size_t n);
 // Appends s[0..n) to out with each maximal invalid subsequence replaced by U+FFFD (EF BF BD).
 void kda_utf8_sanitize(const char *s, size_t n, kda_tok_bytes *out);
+
+// Streaming decoded text (generated ids, one token at a time): a token may end inside a
+// multi-byte character. The caller appends each token's bytes to pend (e.g. kda_tok_decode);
+// kda_utf8_stream_flush writes pend to f with invalid UTF-8 replaced by U+FFFD (as
+// kda_utf8_sanitize), except, unless final, a trailing incomplete character (a lead byte and
+// fewer continuation bytes than it announces), which stays in pend for the next token; then
+// fflush(f). So the stream equals the sanitized decode of all the ids. Zero-initialise.
+typedef struct {
+    kda_tok_bytes pend, clean; // clean: scratch
+} kda_utf8_stream;
+// Returns 0, or -1 when writing to f failed. Nothing pending: writes nothing.
+int kda_utf8_stream_flush(kda_utf8_stream *s, FILE *f, int final);
+void kda_utf8_stream_free(kda_utf8_stream *s);
 
 #endif

@@ -391,17 +391,54 @@ static long b64_decode(const char *s, size_t n, char *out) {
     return k;
 }
 
-kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *o) {
+// The "base64 rank" lines of a tiktoken file: token bytes back to back, where each starts, its
+// length and its rank.
+typedef struct {
+    kda_tok_bytes data;
+    uint64_t *start;
+    uint32_t *blen;
+    int32_t *rank;
+    size_t n, cap;
+    int32_t n_vocab; // highest rank + 1
+} tiktoken_ranks;
+
+// One non-empty line (\r dropped): its bytes and rank appended to rk; dies naming path:line_no.
+static void tiktoken_line(tiktoken_ranks *rk, const char *line, size_t n, const char *path, size_t line_no) {
+    const char *sp = memchr(line, ' ', n);
+    if (!sp) kda_die("tokenizer %s:%zu: expected 'base64 rank'", path, line_no);
+    char tmp[64];
+    size_t rn = n - (size_t)(sp + 1 - line);
+    if (rn == 0 || rn >= sizeof tmp) kda_die("tokenizer %s:%zu: bad rank", path, line_no);
+    memcpy(tmp, sp + 1, rn);
+    tmp[rn] = 0;
+    char *end;
+    errno = 0;
+    long r = strtol(tmp, &end, 10);
+    if (*end || errno || r < 0 || r >= INT32_MAX) kda_die("tokenizer %s:%zu: bad rank '%s'", path, line_no, tmp);
+    if (rk->n == rk->cap) {
+        rk->cap = rk->cap ? 2 * rk->cap : 1024;
+        rk->start = kda_realloc(rk->start, rk->cap * sizeof *rk->start);
+        rk->blen = kda_realloc(rk->blen, rk->cap * sizeof *rk->blen);
+        rk->rank = kda_realloc(rk->rank, rk->cap * sizeof *rk->rank);
+    }
+    char bytes[1024];
+    size_t bn = (size_t)(sp - line);
+    if (bn / 4 * 3 + 3 > sizeof bytes) kda_die("tokenizer %s:%zu: token longer than 768 bytes", path, line_no);
+    long k = b64_decode(line, bn, bytes);
+    if (k <= 0) kda_die("tokenizer %s:%zu: '%.*s' is not base64 of a non-empty token", path, line_no, (int)bn, line);
+    rk->start[rk->n] = rk->data.n;
+    rk->blen[rk->n] = (uint32_t)k;
+    rk->rank[rk->n] = (int32_t)r;
+    kda_tok_bytes_append(&rk->data, bytes, (size_t)k);
+    rk->n++;
+    if ((int32_t)r >= rk->n_vocab) rk->n_vocab = (int32_t)r + 1;
+}
+
+// Every line of the file (blank ones skipped); dies when there is none.
+static void tiktoken_read(tiktoken_ranks *rk, const char *path) {
     size_t len;
     char *text = read_file(path, &len);
-    kda_tokenizer *t = tok_new(path);
-    // Pass 1: decode every line into (bytes, rank).
-    kda_tok_bytes data = {0};
-    size_t n_lines = 0, cap = 0;
-    uint64_t *start = NULL;
-    uint32_t *blen = NULL;
-    int32_t *rank = NULL;
-    int32_t n_vocab = 0;
+    memset(rk, 0, sizeof *rk);
     size_t line_no = 0;
     for (size_t p = 0; p < len;) {
         const char *line = text + p, *nl = memchr(line, '\n', len - p);
@@ -410,38 +447,23 @@ kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *
         line_no++;
         if (n && line[n - 1] == '\r') n--;
         if (!n) continue;
-        const char *sp = memchr(line, ' ', n);
-        if (!sp) kda_die("tokenizer %s:%zu: expected 'base64 rank'", path, line_no);
-        char tmp[64];
-        size_t rn = n - (size_t)(sp + 1 - line);
-        if (rn == 0 || rn >= sizeof tmp) kda_die("tokenizer %s:%zu: bad rank", path, line_no);
-        memcpy(tmp, sp + 1, rn);
-        tmp[rn] = 0;
-        char *end;
-        errno = 0;
-        long r = strtol(tmp, &end, 10);
-        if (*end || errno || r < 0 || r >= INT32_MAX) kda_die("tokenizer %s:%zu: bad rank '%s'", path, line_no, tmp);
-        if (n_lines == cap) {
-            cap = cap ? 2 * cap : 1024;
-            start = kda_realloc(start, cap * sizeof *start);
-            blen = kda_realloc(blen, cap * sizeof *blen);
-            rank = kda_realloc(rank, cap * sizeof *rank);
-        }
-        char bytes[1024];
-        size_t bn = (size_t)(sp - line);
-        if (bn / 4 * 3 + 3 > sizeof bytes) kda_die("tokenizer %s:%zu: token longer than 768 bytes", path, line_no);
-        long k = b64_decode(line, bn, bytes);
-        if (k <= 0) kda_die("tokenizer %s:%zu: '%.*s' is not base64 of a non-empty token", path, line_no, (int)bn, line);
-        start[n_lines] = data.n;
-        blen[n_lines] = (uint32_t)k;
-        rank[n_lines] = (int32_t)r;
-        kda_tok_bytes_append(&data, bytes, (size_t)k);
-        n_lines++;
-        if ((int32_t)r >= n_vocab) n_vocab = (int32_t)r + 1;
+        tiktoken_line(rk, line, n, path, line_no);
     }
     free(text);
-    if (!n_lines) kda_die("tokenizer %s: no 'base64 rank' lines", path);
-    int32_t n_ranks = n_vocab; // specials without explicit ids follow the ranks
+    if (!rk->n) kda_die("tokenizer %s: no 'base64 rank' lines", path);
+}
+
+static void tiktoken_ranks_free(tiktoken_ranks *rk) {
+    kda_tok_bytes_free(&rk->data);
+    free(rk->start);
+    free(rk->blen);
+    free(rk->rank);
+}
+
+// The pieces: every rank (a model token) and the specials (added, special; ids after the ranks
+// unless o->special_ids names them).
+static void tiktoken_pieces(kda_tokenizer *t, const tiktoken_ranks *rk, const kda_tiktoken_opts *o, const char *path) {
+    int32_t n_vocab = rk->n_vocab, n_ranks = rk->n_vocab; // specials without explicit ids follow the ranks
     for (int s = 0; s < o->n_special; s++) {
         int32_t id = o->special_ids ? o->special_ids[s] : n_ranks + s;
         KDA_CHECK(id >= 0, "special token %s has a negative id", o->special[s]);
@@ -449,10 +471,10 @@ kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *
     }
     piece_builder pb;
     pieces_init(&pb, t, n_vocab);
-    for (size_t i = 0; i < n_lines; i++) {
-        if (t->kind[rank[i]]) kda_die("tokenizer %s: rank %d appears twice", path, rank[i]);
-        t->kind[rank[i]] = TOK_IN_MODEL;
-        pieces_set(&pb, rank[i], data.v + start[i], blen[i]);
+    for (size_t i = 0; i < rk->n; i++) {
+        if (t->kind[rk->rank[i]]) kda_die("tokenizer %s: rank %d appears twice", path, rk->rank[i]);
+        t->kind[rk->rank[i]] = TOK_IN_MODEL;
+        pieces_set(&pb, rk->rank[i], rk->data.v + rk->start[i], rk->blen[i]);
     }
     for (int s = 0; s < o->n_special; s++) {
         int32_t id = o->special_ids ? o->special_ids[s] : n_ranks + s;
@@ -462,14 +484,13 @@ kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *
         tok_trie_add(t, o->special[s], strlen(o->special[s]), id);
         t->n_added++;
     }
-    kda_tok_bytes_free(&data);
-    free(start);
-    free(blen);
-    free(rank);
     pieces_finish(&pb, t);
-    tok_build_vocab_index(t);
-    // tiktoken merges any two adjacent parts whose concatenation is a token, lowest rank first:
-    // that is a merge (left, right) -> token for every way to cut every token in two.
+}
+
+// tiktoken merges any two adjacent parts whose concatenation is a token, lowest rank first:
+// that is a merge (left, right) -> token for every way to cut every token in two. Counted in
+// the first pass, stored in the second.
+static void tiktoken_merges(kda_tokenizer *t) {
     for (int pass = 0; pass < 2; pass++) {
         size_t count = 0;
         for (int32_t id = 0; id < t->n_vocab; id++) {
@@ -486,6 +507,16 @@ kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *
         }
         if (!pass) tok_merges_alloc(t, count);
     }
+}
+
+kda_tokenizer *kda_tok_load_tiktoken(const char *path, const kda_tiktoken_opts *o) {
+    tiktoken_ranks rk;
+    tiktoken_read(&rk, path);
+    kda_tokenizer *t = tok_new(path);
+    tiktoken_pieces(t, &rk, o, path);
+    tiktoken_ranks_free(&rk);
+    tok_build_vocab_index(t);
+    tiktoken_merges(t);
     t->ignore_merges = 1; // tiktoken emits a piece found in the ranks directly
     tok_compile_pattern(t, o->pattern ? o->pattern : KDA_TOK_LLAMA3_PATTERN, path);
     if (o->bos_id >= 0) {

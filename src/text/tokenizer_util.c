@@ -1,5 +1,7 @@
 // tokenizer_util.c — building blocks of the tokenizer: the byte-level map, hashing, UTF-8
-// validation and repair, growable buffers, the regex rewrite + compile, and the lookup tables.
+// validation and repair (also of streamed text), growable buffers, the regex rewrite + compile,
+// and the lookup tables.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,6 +123,36 @@ void kda_utf8_sanitize(const char *str, size_t n, kda_tok_bytes *out) {
         kda_tok_bytes_append(out, "\xEF\xBF\xBD", 3);
         i += (size_t)bad;
     }
+}
+
+// Trailing bytes of s[0..n) that could still become one character with more bytes: a lead
+// byte and fewer continuation bytes than it announces.
+static size_t incomplete_tail(const unsigned char *s, size_t n) {
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char b = s[n - back];
+        if ((b & 0xC0) == 0x80) continue; // continuation byte: look further back for the lead
+        size_t need = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+int kda_utf8_stream_flush(kda_utf8_stream *s, FILE *f, int final) {
+    if (s->pend.n == 0) return 0;
+    size_t keep = final ? 0 : incomplete_tail((const unsigned char *)s->pend.v, s->pend.n);
+    size_t out = s->pend.n - keep;
+    s->clean.n = 0;
+    kda_utf8_sanitize(s->pend.v, out, &s->clean);
+    int rc = s->clean.n && fwrite(s->clean.v, 1, s->clean.n, f) != s->clean.n ? -1 : 0;
+    memmove(s->pend.v, s->pend.v + out, keep);
+    s->pend.n = keep;
+    fflush(f);
+    return rc;
+}
+
+void kda_utf8_stream_free(kda_utf8_stream *s) {
+    kda_tok_bytes_free(&s->pend);
+    kda_tok_bytes_free(&s->clean);
 }
 
 // ---- buffers ----

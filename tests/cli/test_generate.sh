@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kda generate end to end: a tiny checkpoint trained for 5 iterations, generated from by its save
 # directory and its iter_ directory (same text), greedy and seeded sampling reproducible,
-# prompts from a file, end of text, stats on stderr only, early close of stdout, and bad input.
+# prompts from a file, end of text, stats on stderr only, early close of stdout, the
+# end-of-training sample equal to kda generate's text, and bad input.
 # (The numbers themselves — every greedy id against a full forward — are tests/test_generate.c.)
 . "$(dirname "$0")/lib.sh"
 gen() { $KDA generate "$@" --set num_threads=1; }
@@ -67,6 +68,22 @@ gen "${hf[@]}" --temperature 1 --seed 2 --show-stats > "$TMP/hf" 2>"$TMP/err" &&
   && ok "HuggingFaceTokenizer: BOS + 5 prompt tokens" || bad "hf tokenizer: $(cat "$TMP/err")"
 [ "$(head -c 24 "$TMP/hf")" = "The capital of France is" ] && iconv -f UTF-8 -t UTF-8 "$TMP/hf" > /dev/null \
   && ok "HuggingFaceTokenizer: streamed text is valid UTF-8 ($(wc -c < "$TMP/hf") bytes)" || bad "hf output: $(od -c "$TMP/hf" | head -3)"
+
+# ---- the end-of-training sample is this generator's text (kda_sample_print, sample.h) ----
+# temperature 0.8 from the seed ^ 0x5eed stream; the sample's context starts with the
+# tokenizer's BOS, so generate gets bos_token_id 128000
+if $KDA train configs/tiny.yaml --device cpu --set train_iters=2 --set lr_warmup_iters=1 --set data_format=text \
+     --set train_data_path=data/tinyshakespeare.txt --set eval_iters=0 --set save="$TMP/ckl" --set sample_tokens=30 \
+     --set num_threads=1 > "$TMP/trainl.log" 2>&1; then
+  sed -n '/^---- sample (temperature 0.8) ----$/,/^-------*$/p' "$TMP/trainl.log" | sed '1d;$d' > "$TMP/sample"
+  gen "$TMP/ckl" --prompt "ROMEO:" --max-new-tokens 30 --temperature 0.8 --seed $((42 ^ 0x5eed)) --set bos_token_id=128000 \
+    > "$TMP/gen_sample" 2>"$TMP/err"
+  [ "$(head -c 6 "$TMP/sample")" = "ROMEO:" ] && same sample gen_sample \
+    && ok "the end-of-training sample equals kda generate --temperature 0.8 --seed 42^0x5eed ($(wc -c < "$TMP/sample") bytes)" \
+    || bad "sample vs generate: $(od -c "$TMP/sample" | head -2) / $(od -c "$TMP/gen_sample" | head -2) $(cat "$TMP/err")"
+else
+  bad "training the tiny Llama 3 checkpoint failed: $(tail -3 "$TMP/trainl.log")"
+fi
 
 # ---- bad input ----
 expect_fail "missing checkpoint" "$TMP/nope" $KDA generate "$TMP/nope" --prompt hi

@@ -14,7 +14,7 @@
 //
 // Precision choices: fp32 data and products, with double for (a) sums of squares, the
 // per-slice parameter-gradient sums and the dΓ accumulator / reverse cumsum of the chunked
-// backward (its terms cancel in pairs; see B9 in chunk_bwd), and (b) the chunk-local gate
+// backward (its terms cancel in pairs; see B9, chunk_bwd_pairs), and (b) the chunk-local gate
 // prefix sum Γ and the decay products E_rj = e^{Γ_r − Γ_j}, formed as running products of
 // e^{α} so that nearby r, j do not inherit the rounding of two large |Γ|. Every exponent is
 // ≤ 0 (kda-model.md §3.5). Chunked and recurrent agree to ~1e-6 (output and all gradients),
@@ -396,32 +396,24 @@ static void chunk_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved,
     if (S_io) memcpy(S_io, w->S, sizeof(float) * KV);
 }
 
-// Backward of one chunk (B1–B10 of §3.4). On entry w->dS = ∂loss/∂(state after the chunk)
-// and w->S = the state entering it; on exit w->dS = ∂loss/∂(state entering it).
-static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
-    int K = d->K, V = d->V, C = block_len(d);
-    size_t KV = (size_t)K * V;
-    float s = d->scale;
-    const float *q = w->q + (size_t)c0 * K, *k = w->k + (size_t)c0 * K, *v = w->v + (size_t)c0 * V;
-    const float *beta = w->beta + c0, *dO = w->dO + (size_t)c0 * V, *S = w->S, *dS = w->dS;
-    float *dq = w->dq + (size_t)c0 * K, *dk = w->dk + (size_t)c0 * K, *dv = w->dv + (size_t)c0 * V;
-    float *dbeta = w->dbeta + c0;
-    double *dG = w->dG;
-    memset(dq, 0, sizeof(float) * n * K);
-    memset(dk, 0, sizeof(float) * n * K);
-    memset(dG, 0, sizeof(double) * n * K);
+// The backward of one chunk (B1–B10 of §3.4), in the order of the steps below; chunk_bwd runs
+// them. Rows c0 .. c0+n−1 of the slice; w->S = the state entering the chunk, w->dS = ∂loss/∂(state
+// after it); dq, dk and dΓ (w->dG) are zeroed by chunk_bwd and accumulated by the steps.
 
-    // B1 dVn = Aqkᵀ·dO + Kd·dS, with Kd = K⊙e^{Γ_last−Γ}
+// B1 dVn = Aqkᵀ·dO + Kd·dS, with Kd = K⊙e^{Γ_last−Γ}; B2 dAqk = lower_incl(dO·Vnᵀ);
+// B3 dS_prev = s·(Q⊙e^Γ)ᵀ·dO − Wmᵀ·dVn + Diag(e^{Γ_last})·dS (into w->dSp)
+static void chunk_bwd_values(const kda_core_dims *d, slice_ws *w, int c0, int n) {
+    int K = d->K, V = d->V, C = block_len(d);
+    float s = d->scale;
+    const float *q = w->q + (size_t)c0 * K, *k = w->k + (size_t)c0 * K, *dO = w->dO + (size_t)c0 * V, *dS = w->dS;
     for (int r = 0; r < n; r++) {
         float *dVr = w->dVn + (size_t)r * V;
         for (int c = 0; c < V; c++) dVr[c] = 0;
         for (int i = r; i < n; i++) axpy(V, w->Aqk[(size_t)i * C + r], dO + (size_t)i * V, dVr);
         for (int x = 0; x < K; x++) axpy(V, k[(size_t)r * K + x] * w->eGl[(size_t)r * K + x], dS + (size_t)x * V, dVr);
     }
-    // B2 dAqk = lower_incl(dO·Vnᵀ)
     for (int r = 0; r < n; r++)
         for (int j = 0; j <= r; j++) w->dAqk[(size_t)r * C + j] = dot(V, dO + (size_t)r * V, w->Vn + (size_t)j * V);
-    // B3 dS_prev = s·(Q⊙e^Γ)ᵀ·dO − Wmᵀ·dVn + Diag(e^{Γ_last})·dS
     for (int x = 0; x < K; x++) {
         float *dSp = w->dSp + (size_t)x * V;
         for (int c = 0; c < V; c++) dSp[c] = w->eLast[x] * dS[(size_t)x * V + c];
@@ -430,11 +422,19 @@ static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
             axpy(V, -w->Wm[(size_t)r * K + x], w->dVn + (size_t)r * V, dSp);
         }
     }
-    // B4 inter read-out; B5 state write: its dΓ terms (−t_r on row r, +Σ_r t_r on the last row)
-    // are kept apart in tw and enter dα as the exclusive prefix sum Σ_{r'<r} t_r', which is
-    // what their reverse cumsum equals, without the cancellation; B6 state decay: dGall.
+}
+
+// B4 inter read-out; B5 state write: its dΓ terms (−t_r on row r, +Σ_r t_r on the last row)
+// are kept apart in tw and enter dα as the exclusive prefix sum Σ_{r'<r} t_r', which is
+// what their reverse cumsum equals, without the cancellation; B6 state decay: dGall.
+static void chunk_bwd_state(const kda_core_dims *d, slice_ws *w, int c0, int n) {
+    int K = d->K, V = d->V;
+    float s = d->scale;
+    const float *q = w->q + (size_t)c0 * K, *k = w->k + (size_t)c0 * K, *dO = w->dO + (size_t)c0 * V;
+    const float *S = w->S, *dS = w->dS;
+    float *dq = w->dq + (size_t)c0 * K, *dk = w->dk + (size_t)c0 * K;
     for (int r = 0; r < n; r++) {
-        double *dGr = dG + (size_t)r * K;
+        double *dGr = w->dG + (size_t)r * K;
         for (int x = 0; x < K; x++) {
             size_t i = (size_t)r * K + x;
             float dQg = s * dot(V, dO + (size_t)r * V, S + (size_t)x * V);
@@ -446,7 +446,15 @@ static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
         }
     }
     for (int x = 0; x < K; x++) w->dGall[x] = w->eLast[x] * dot(V, S + (size_t)x * V, dS + (size_t)x * V);
-    // B7 WY: dUm = dVn, dWm = −dVn·Sᵀ; dBV = (I+L)^{-T}dUm, Gm = (I+L)^{-T}dWm (back substitution)
+}
+
+// B7 WY: dUm = dVn, dWm = −dVn·Sᵀ; dBV = (I+L)^{-T}dUm, Gm = (I+L)^{-T}dWm (back substitution);
+// then dv, dβ (set) and the dk, dΓ terms through Wm and Um.
+static void chunk_bwd_wy(const kda_core_dims *d, slice_ws *w, int c0, int n) {
+    int K = d->K, V = d->V, C = block_len(d);
+    const float *k = w->k + (size_t)c0 * K, *v = w->v + (size_t)c0 * V, *beta = w->beta + c0, *S = w->S;
+    float *dk = w->dk + (size_t)c0 * K, *dv = w->dv + (size_t)c0 * V, *dbeta = w->dbeta + c0;
+    double *dG = w->dG;
     for (int r = 0; r < n; r++)
         for (int x = 0; x < K; x++)
             w->dWm[(size_t)r * K + x] = -dot(V, w->dVn + (size_t)r * V, S + (size_t)x * V);
@@ -473,18 +481,26 @@ static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
         }
         dbeta[r] = db;
     }
-    // B8 dL = strictly_lower(−Tinvᵀ·dTinv·Tinvᵀ) = strictly_lower(−dBV·Umᵀ − Gm·Wmᵀ)
+}
+
+// B8 dL = strictly_lower(−Tinvᵀ·dTinv·Tinvᵀ) = strictly_lower(−dBV·Umᵀ − Gm·Wmᵀ)
+// B9 through Aqk and L. For each pair j < r and channel x the gated product
+// R = (s·dAqk[r,j]·q_r + dL[r,j]·β_r·k_r)·k_j·E_rj is formed once and enters dΓ_r with +
+// and dΓ_j with − in double, so that pairs on the same side of a token cancel exactly in
+// its dα: under strong decay the true dα is tiny, and independent fp32 roundings of the
+// two halves would leave noise that the dA_log sum (weighted by |α|) amplifies. For the
+// same reason the Aqk diagonal (E_rr = 1, no dΓ term) goes straight to dq, dk.
+// Row sums xa (Aqk) / xl (L) give dq_r, dk_r, dβ_r; column sums Y_j give dk_j.
+static void chunk_bwd_pairs(const kda_core_dims *d, slice_ws *w, int c0, int n) {
+    int K = d->K, V = d->V, C = block_len(d);
+    float s = d->scale;
+    const float *q = w->q + (size_t)c0 * K, *k = w->k + (size_t)c0 * K, *beta = w->beta + c0;
+    float *dq = w->dq + (size_t)c0 * K, *dk = w->dk + (size_t)c0 * K, *dbeta = w->dbeta + c0;
+    double *dG = w->dG;
     for (int r = 0; r < n; r++)
         for (int j = 0; j < r; j++)
             w->dL[(size_t)r * C + j] = -(dot(V, w->dBV + (size_t)r * V, w->Um + (size_t)j * V) +
                                          dot(K, w->Gm + (size_t)r * K, w->Wm + (size_t)j * K));
-    // B9 through Aqk and L. For each pair j < r and channel x the gated product
-    // R = (s·dAqk[r,j]·q_r + dL[r,j]·β_r·k_r)·k_j·E_rj is formed once and enters dΓ_r with +
-    // and dΓ_j with − in double, so that pairs on the same side of a token cancel exactly in
-    // its dα: under strong decay the true dα is tiny, and independent fp32 roundings of the
-    // two halves would leave noise that the dA_log sum (weighted by |α|) amplifies. For the
-    // same reason the Aqk diagonal (E_rr = 1, no dΓ term) goes straight to dq, dk.
-    // Row sums xa (Aqk) / xl (L) give dq_r, dk_r, dβ_r; column sums Y_j give dk_j.
     memset(w->Y, 0, sizeof(float) * n * K);
     for (int r = 0; r < n; r++) {
         float *xa = w->xa, *xl = w->xl;
@@ -515,8 +531,13 @@ static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
         }
     }
     for (int i = 0; i < n * K; i++) dk[i] += w->Y[i];
-    // B10 dα_r = Σ_{r' ≥ r} dΓ_{r'} + Σ_{r' < r} t_r' + dGall
+}
+
+// B10 dα_r = Σ_{r' ≥ r} dΓ_{r'} + Σ_{r' < r} t_r' + dGall
+static void chunk_bwd_gate(const kda_core_dims *d, slice_ws *w, int c0, int n) {
+    int K = d->K;
     float *da = w->da + (size_t)c0 * K;
+    const double *dG = w->dG;
     double *pre = w->pre;
     for (int x = 0; x < K; x++) {
         double acc = 0;
@@ -530,7 +551,21 @@ static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
             da[(size_t)r * K + x] = (float)(acc + pre[r]);
         }
     }
-    memcpy(w->dS, w->dSp, sizeof(float) * KV);
+}
+
+// Backward of one chunk (B1–B10 of §3.4). On entry w->dS = ∂loss/∂(state after the chunk)
+// and w->S = the state entering it; on exit w->dS = ∂loss/∂(state entering it).
+static void chunk_bwd(const kda_core_dims *d, slice_ws *w, int c0, int n) {
+    int K = d->K;
+    memset(w->dq + (size_t)c0 * K, 0, sizeof(float) * n * K);
+    memset(w->dk + (size_t)c0 * K, 0, sizeof(float) * n * K);
+    memset(w->dG, 0, sizeof(double) * n * K);
+    chunk_bwd_values(d, w, c0, n);
+    chunk_bwd_state(d, w, c0, n);
+    chunk_bwd_wy(d, w, c0, n);
+    chunk_bwd_pairs(d, w, c0, n);
+    chunk_bwd_gate(d, w, c0, n);
+    memcpy(w->dS, w->dSp, sizeof(float) * (size_t)K * d->V);
 }
 
 static void chunk_bwd_slice(const kda_core_dims *d, slice_ws *w, const float *S_saved) {
