@@ -133,8 +133,9 @@ static void test_defaults(void) {
     kda_config_defaults(&c);
     kda_config_finalize(&c);
     T_CHECK(c.vocab_size == 128256 && !strcmp(c.tokenizer_type, "HuggingFaceTokenizer") &&
-                !strcmp(c.tokenizer_model, "data/tokenizer/llama3/tokenizer.json") && !strcmp(c.data_format, "megatron") &&
-                c.n_train_data_path == 1 && !strcmp(c.train_data_path[0], "build/data/tinyshakespeare-llama3"),
+                !strcmp(c.tokenizer_model, "data/tokenizer/llama3/tokenizer.json") &&
+                !strcmp(c.data_format, "megatron") && c.n_train_data_path == 1 &&
+                !strcmp(c.train_data_path[0], "build/data/tinyshakespeare-llama3"),
             "defaults: Llama 3 vocabulary, bundled tokenizer, token files of data/tinyshakespeare.txt (make demo)");
     T_CHECK(c.head_v_dim == 32 && c.num_v_heads == 4 && c.key_dim == 64 && c.value_dim == 128 &&
                 c.lr_decay_iters == c.train_iters,
@@ -192,9 +193,9 @@ static void test_300m(void) {
     kda_config_finalize(&c);
     T_CHECK(c.hidden_size == 1024 && c.num_hidden_layers == 12 && c.num_heads == 8 && c.num_v_heads == 8 &&
                 c.head_dim == 32 && c.expand_v == 2.0 && c.head_v_dim == 64 && c.use_short_conv && c.conv_size == 4 &&
-                c.intermediate_size == 4096 && c.vocab_size == 128256 && c.norm_eps == 1e-6 &&
-                c.tie_word_embeddings && c.initializer_range == 0.02 && c.max_position_embeddings == 2048 &&
-                !c.allow_neg_eigval && !c.safe_gate && !strcmp(c.attn_mode, "chunk"),
+                c.intermediate_size == 4096 && c.vocab_size == 128256 && c.norm_eps == 1e-6 && c.tie_word_embeddings &&
+                c.initializer_range == 0.02 && c.max_position_embeddings == 2048 && !c.allow_neg_eigval &&
+                !c.safe_gate && !strcmp(c.attn_mode, "chunk"),
             "kda-300M: model = kda-model.md §1.1");
     T_CHECK(c.key_dim == 256 && c.value_dim == 512, "kda-300M: key_dim %d (256), value_dim %d (512)", c.key_dim,
             c.value_dim);
@@ -269,15 +270,16 @@ static void test_set(void) {
     kda_config_set(&c, "pad_token_id=null");
     kda_config_set(&c, "eos_token_id=~");
     kda_config_set(&c, "num_v_heads=null");
-    kda_config_set(&c, "hidden_act=swish");      // accepted, no effect
+    kda_config_set(&c, "hidden_act=swish"); // accepted, no effect
     kda_config_set(&c, "lower_bound=null");
     kda_config_set(&c, "fuse_norm=false");
-    T_CHECK(c.hidden_size == 256 && c.train_iters == 1000000 && c.lr == 3e-4 && c.min_lr == 3e-5 && c.expand_v == 1.0 && c.bf16 == 1 &&
-                c.finetune == 1 && !strcmp(c.device, "cpu") && !strcmp(c.sample_prompt, "ROMEO: hi") &&
+    T_CHECK(c.hidden_size == 256 && c.train_iters == 1000000 && c.lr == 3e-4 && c.min_lr == 3e-5 && c.expand_v == 1.0 &&
+                c.bf16 == 1 && c.finetune == 1 && !strcmp(c.device, "cpu") && !strcmp(c.sample_prompt, "ROMEO: hi") &&
                 !c.tokenizer_model[0] && c.pad_token_id == -1 && c.eos_token_id == -1 && c.num_v_heads == 0,
             "--set int, long, number, bool, string, empty string, null");
     kda_config_set(&c, "train_data_path=[a.bin, b.bin]");
-    T_CHECK(c.n_train_data_path == 2 && !strcmp(c.train_data_path[0], "a.bin") && !strcmp(c.train_data_path[1], "b.bin"),
+    T_CHECK(c.n_train_data_path == 2 && !strcmp(c.train_data_path[0], "a.bin") &&
+                !strcmp(c.train_data_path[1], "b.bin"),
             "--set train_data_path=[a.bin, b.bin]");
     kda_config_set(&c, "train_data_path=one.txt");
     T_CHECK(c.n_train_data_path == 1 && !strcmp(c.train_data_path[0], "one.txt") && !c.train_data_path[1][0],
@@ -308,7 +310,8 @@ static void test_file_errors(void) {
     DIE_LOAD("quoted integer", FIX "quoted_int.yaml", FIX "quoted_int.yaml:1:14:", "'hidden_size'", "integer",
              "remove the quotes");
     DIE_LOAD("null for integer", FIX "null_for_int.yaml", FIX "null_for_int.yaml:1:14:", "'hidden_size'", "integer");
-    DIE_LOAD("not a number", FIX "bad_number.yaml", FIX "bad_number.yaml:1:5:", "'lr'", "expected a number, got 'fast'");
+    DIE_LOAD("not a number", FIX "bad_number.yaml", FIX "bad_number.yaml:1:5:", "'lr'",
+             "expected a number, got 'fast'");
     DIE_LOAD("not a boolean", FIX "bad_bool.yaml", FIX "bad_bool.yaml:2:7:", "'bf16'", "true or false", "'yes'");
     DIE_LOAD("duplicate key", FIX "duplicate.yaml", FIX "duplicate.yaml:3:1:", "duplicate key 'lr'", "line 1");
     DIE_LOAD("malformed YAML", FIX "malformed.yaml", FIX "malformed.yaml:2:12:", "malformed YAML",
@@ -317,8 +320,8 @@ static void test_file_errors(void) {
     DIE_LOAD("sequence document", FIX "not_mapping.yaml", FIX "not_mapping.yaml:1:1:", "mapping", "a sequence");
     DIE_LOAD("scalar document", FIX "scalar_document.yaml", FIX "scalar_document.yaml:1:1:", "mapping", "a scalar");
     DIE_LOAD("list for a number", FIX "list_for_scalar.yaml", FIX "list_for_scalar.yaml:1:5:", "'lr'", "a sequence");
-    DIE_LOAD("mapping for paths", FIX "mapping_for_paths.yaml", FIX "mapping_for_paths.yaml:1:18:",
-             "'train_data_path'", "a mapping");
+    DIE_LOAD("mapping for paths", FIX "mapping_for_paths.yaml", FIX "mapping_for_paths.yaml:1:18:", "'train_data_path'",
+             "a mapping");
     DIE_LOAD("hidden_act gelu", FIX "hidden_act.yaml", FIX "hidden_act.yaml:1:13:", "'hidden_act'", "swish");
     DIE_LOAD("lower_bound set", FIX "lower_bound.yaml", FIX "lower_bound.yaml:1:14:", "'lower_bound'", "null");
     DIE_LOAD("hybrid attn", FIX "attn_hybrid.yaml", FIX "attn_hybrid.yaml:2:3:", "'attn'", "must be null",
@@ -336,8 +339,8 @@ static void test_set_errors(void) {
     DIE_SET("--set unknown key", "hiden_size=3", "--set hiden_size=3", "did you mean 'hidden_size'");
     DIE_SET("--set without =", "hidden_size", "--set hidden_size", "key=value");
     DIE_SET("--set bad list", "train_data_path=[a, b", "--set train_data_path=[a, b", "malformed YAML");
-    DIE_SET("--set too long", "split=1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1", "--set split=",
-            "'split'", "at most 63");
+    DIE_SET("--set too long", "split=1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1",
+            "--set split=", "'split'", "at most 63");
     DIE_SET("--set ignored key", "use_l2warp=true", "--set use_l2warp=true", "'use_l2warp'", "false");
     DIE_SET("--set list for int", "hidden_size=[1]", "--set hidden_size=[1]", "'hidden_size'", "a sequence");
 }

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 typedef struct {
-    int status;       // exit status (128 + signal when killed)
-    char err[4096];   // stderr, NUL-terminated (cut at 4095 bytes)
+    int status;     // exit status (128 + signal when killed)
+    char err[4096]; // stderr, NUL-terminated (cut at 4095 bytes)
 } t_child;
 
 // Runs fn(arg) in a child; a child that returns from fn exits 0.
@@ -18,11 +18,17 @@ static inline t_child t_run_child(void (*fn)(void *), void *arg) {
     t_child r;
     memset(&r, 0, sizeof r);
     int fds[2];
-    if (pipe(fds) != 0) { perror("pipe"); exit(2); }
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        exit(2);
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) { perror("fork"); exit(2); }
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
+    }
     if (pid == 0) {
         close(fds[0]);
         dup2(fds[1], 2);

@@ -30,8 +30,10 @@ static int child(int rank, int world, int what) {
     const kda_dist *d = kda_dist_init();
     if (d->world != world || d->rank != rank || strcmp(d->launcher, "env")) return 2;
     unsigned char buf[NB];
-    if (rank == 0) memcpy(buf, expect, NB);
-    else memset(buf, 0, NB);
+    if (rank == 0)
+        memcpy(buf, expect, NB);
+    else
+        memset(buf, 0, NB);
     kda_dist_share_bytes(buf, NB);
     if (memcmp(buf, expect, NB)) return 3;
     char marker[600];
@@ -80,8 +82,10 @@ int main(void) {
     usleep(200 * 1000);
     pid_t p0 = spawn(0, 2, RANK0_WRITE);
     int rc0 = wait_rc(p0), rc1 = wait_rc(p1);
-    T_CHECK(rc0 == 0 && rc1 == 0, "RANK/WORLD_SIZE launch: rank 1 receives rank 0's %d bytes through the file "
-            "(exit codes %d, %d)", NB, rc0, rc1);
+    T_CHECK(rc0 == 0 && rc1 == 0,
+            "RANK/WORLD_SIZE launch: rank 1 receives rank 0's %d bytes through the file "
+            "(exit codes %d, %d)",
+            NB, rc0, rc1);
     T_CHECK(exists(), "the id file is left in place until every rank holds the id");
     char marker[600];
     snprintf(marker, sizeof marker, "%s.read", path);
@@ -103,8 +107,8 @@ int main(void) {
     p1 = spawn(1, 2, RANK1_READ);
     rc0 = wait_rc(spawn(0, 2, RANK0_DIE));
     rc1 = wait_rc(p1);
-    T_CHECK(rc0 == 1 && rc1 == 0 && !exists(), "rank 0 dying after writing removes the file (exit codes %d, %d)",
-            rc0, rc1);
+    T_CHECK(rc0 == 1 && rc1 == 0 && !exists(), "rank 0 dying after writing removes the file (exit codes %d, %d)", rc0,
+            rc1);
 
     // an impossible layout is refused
     rc = wait_rc(spawn(2, 2, RANK1_READ));

@@ -48,9 +48,14 @@ static int streq(const char *a, const char *b) { return a && b && !strcmp(a, b);
 
 static void test_py(void) {
     printf("Python string semantics\n");
-    T_CHECK(kda_eval_py_len("caf\xc3\xa9") == 4 && kda_eval_py_len("\xf0\x9f\x98\x80" "a") == 2 && kda_eval_py_len("") == 0,
+    T_CHECK(kda_eval_py_len("caf\xc3\xa9") == 4 &&
+                kda_eval_py_len("\xf0\x9f\x98\x80"
+                                "a") == 2 &&
+                kda_eval_py_len("") == 0,
             "len counts code points (café 4, emoji+a 2)");
-    T_CHECK(kda_eval_py_len("a\xff" "b") == 3, "an invalid byte counts as one character");
+    T_CHECK(kda_eval_py_len("a\xff"
+                            "b") == 3,
+            "an invalid byte counts as one character");
     char *s = kda_eval_py_strip(" \xe3\x80\x80 x y\xc2\xa0\xe2\x80\x89");
     T_CHECK(streq(s, "x y"), "strip removes Unicode whitespace (U+3000, U+00A0, U+2009): '%s'", s);
     free(s);
@@ -79,8 +84,8 @@ static void test_prompts(void) {
         const char *in, *out;
     } hs[] = {
         {"  How to x [title] Do it. [step] Then  go.   ", "How to x. Do it. Then go."},
-        {"a [b\nc] d", "a [b\nc] d"},      // '.' of \[.*?\] does not cross a newline
-        {"x   y [header]z", "x  y z"},     // one pass of "  " -> " "
+        {"a [b\nc] d", "a [b\nc] d"},  // '.' of \[.*?\] does not cross a newline
+        {"x   y [header]z", "x  y z"}, // one pass of "  " -> " "
         {"[open no close", "[open no close"},
         {"Tab\t[x]y\xc2\xa0 ", "Tab\ty"},
     };
@@ -90,7 +95,8 @@ static void test_prompts(void) {
         free(s);
     }
     s = kda_eval_hellaswag_query("Roof shingle removal", "A man is sitting on a roof.", "he IS");
-    T_CHECK(streq(s, "Roof shingle removal: A man is sitting on a roof. He is"), "hellaswag query capitalizes ctx_b: '%s'", s);
+    T_CHECK(streq(s, "Roof shingle removal: A man is sitting on a roof. He is"),
+            "hellaswag query capitalizes ctx_b: '%s'", s);
     free(s);
     s = kda_eval_hellaswag_query("Waxing", "A woman sits.", "");
     T_CHECK(streq(s, "Waxing: A woman sits."), "hellaswag query with an empty ctx_b (trailing space stripped)");
@@ -104,7 +110,8 @@ static void test_prompts(void) {
     free(s);
     const char *c[4] = {"0", "4", " 2", "6"};
     s = kda_eval_mmlu_question("  Find x. \n", c);
-    T_CHECK(streq(s, "Find x.\nA. 0\nB. 4\nC.  2\nD. 6\nAnswer:"), "mmlu question: stripped question, choices as given");
+    T_CHECK(streq(s, "Find x.\nA. 0\nB. 4\nC.  2\nD. 6\nAnswer:"),
+            "mmlu question: stripped question, choices as given");
     free(s);
     const char *q[3] = {"The boy went to the  _  .", "Why?", "What did he do?"};
     const char *a[3] = {"park", "Because.", "(unused)"};
@@ -113,9 +120,10 @@ static void test_prompts(void) {
             "race prompt: cloze filled, question answered, last question bare");
     free(s);
     char *c1, *c2, *cont;
-    int split = kda_eval_winogrande_split("Sarah was better than Maria so _ got  easy cases. ", "Sarah", "Maria", &c1, &c2, &cont);
-    T_CHECK(split && streq(c1, "Sarah was better than Maria so Sarah") && streq(c2, "Sarah was better than Maria so Maria") &&
-                streq(cont, "got  easy cases."),
+    int split = kda_eval_winogrande_split("Sarah was better than Maria so _ got  easy cases. ", "Sarah", "Maria", &c1,
+                                          &c2, &cont);
+    T_CHECK(split && streq(c1, "Sarah was better than Maria so Sarah") &&
+                streq(c2, "Sarah was better than Maria so Maria") && streq(cont, "got  easy cases."),
             "winogrande: option fills the blank, the rest stripped is the continuation");
     free(c1);
     free(c2);
@@ -148,40 +156,65 @@ static void test_readers(void) {
     printf("task readers\n");
     kda_eval_task a = {0}, b = {0}, c = {0};
     // ARC: llm-foundry, Hugging Face and AI2 shapes of the same two questions
-    kda_eval_read_multiple_choice(&a, write_file("arc/f.jsonl",
-        "{\"query\": \"Question: Which is a gas?\", \"choices\": [\"ice\", \"steam\", \"caf\\u00e9\"], \"gold\": 1}\n\n"
-        "{\"query\": \"Question: 2+2?\", \"choices\": [\"4\", \"5\"], \"gold\": 0}\n"), 1, 0);
-    kda_eval_read_multiple_choice(&b, write_file("arc/hf.jsonl",
-        "{\"question\": \"Which is a gas?\", \"choices\": {\"text\": [\"ice\", \"steam\", \"caf\\u00e9\"], \"label\": [\"A\", \"B\", \"C\"]}, \"answerKey\": \"B\"}\n"
-        "{\"question\": \"2+2?\", \"choices\": {\"text\": [\"4\", \"5\"], \"label\": [\"1\", \"2\"]}, \"answerKey\": \"1\"}\n"), 1, 0);
-    kda_eval_read_multiple_choice(&c, write_file("arc/ai2.jsonl",
-        "{\"question\": {\"stem\": \"Which is a gas?\", \"choices\": [{\"text\": \"ice\", \"label\": \"A\"}, {\"text\": \"steam\", \"label\": \"B\"}, {\"text\": \"caf\\u00e9\", \"label\": \"C\"}]}, \"answerKey\": \"B\"}\n"
-        "{\"question\": {\"stem\": \"2+2?\", \"choices\": [{\"text\": \"4\", \"label\": \"1\"}, {\"text\": \"5\", \"label\": \"2\"}]}, \"answerKey\": \"1\"}\n"), 1, 0);
+    kda_eval_read_multiple_choice(
+        &a,
+        write_file(
+            "arc/f.jsonl",
+            "{\"query\": \"Question: Which is a gas?\", \"choices\": [\"ice\", \"steam\", \"caf\\u00e9\"], \"gold\": 1}\n\n"
+            "{\"query\": \"Question: 2+2?\", \"choices\": [\"4\", \"5\"], \"gold\": 0}\n"),
+        1, 0);
+    kda_eval_read_multiple_choice(
+        &b,
+        write_file(
+            "arc/hf.jsonl",
+            "{\"question\": \"Which is a gas?\", \"choices\": {\"text\": [\"ice\", \"steam\", \"caf\\u00e9\"], \"label\": [\"A\", \"B\", \"C\"]}, \"answerKey\": \"B\"}\n"
+            "{\"question\": \"2+2?\", \"choices\": {\"text\": [\"4\", \"5\"], \"label\": [\"1\", \"2\"]}, \"answerKey\": \"1\"}\n"),
+        1, 0);
+    kda_eval_read_multiple_choice(
+        &c,
+        write_file(
+            "arc/ai2.jsonl",
+            "{\"question\": {\"stem\": \"Which is a gas?\", \"choices\": [{\"text\": \"ice\", \"label\": \"A\"}, {\"text\": \"steam\", \"label\": \"B\"}, {\"text\": \"caf\\u00e9\", \"label\": \"C\"}]}, \"answerKey\": \"B\"}\n"
+            "{\"question\": {\"stem\": \"2+2?\", \"choices\": [{\"text\": \"4\", \"label\": \"1\"}, {\"text\": \"5\", \"label\": \"2\"}]}, \"answerKey\": \"1\"}\n"),
+        1, 0);
     const kda_eval_item *it = &a.items[0];
-    T_CHECK(a.n_items == 2 && a.n_docs == 2 && it->n == 3 && it->gold == 1 && streq(it->ctx[1], "Question: Which is a gas?\nAnswer:") &&
-                streq(it->cont[2], " caf\xc3\xa9") && it->choice_len[2] == 4,
+    T_CHECK(a.n_items == 2 && a.n_docs == 2 && it->n == 3 && it->gold == 1 &&
+                streq(it->ctx[1], "Question: Which is a gas?\nAnswer:") && streq(it->cont[2], " caf\xc3\xa9") &&
+                it->choice_len[2] == 4,
             "arc (llm-foundry): prompt, continuation ' ' + choice, choice length in characters");
     T_CHECK(same_items(&a, &b) && same_items(&a, &c), "arc: the Hugging Face and AI2 shapes give the same items");
     free_task(&b);
-    kda_eval_read_multiple_choice(&b, write_file("arc/lim.jsonl",
-        "{\"query\": \"Question: A?\", \"choices\": [\"x\", \"y\"], \"gold\": 0}\n"
-        "{\"query\": \"Question: B?\", \"choices\": [\"x\", \"y\"], \"gold\": 5}\n"), 1, 1);
-    T_CHECK(b.n_items == 1 && b.n_docs == 2, "--limit 1: one item read, both documents counted (a bad later row unread)");
+    kda_eval_read_multiple_choice(
+        &b,
+        write_file("arc/lim.jsonl",
+                   "{\"query\": \"Question: A?\", \"choices\": [\"x\", \"y\"], \"gold\": 0}\n"
+                   "{\"query\": \"Question: B?\", \"choices\": [\"x\", \"y\"], \"gold\": 5}\n"),
+        1, 1);
+    T_CHECK(b.n_items == 1 && b.n_docs == 2,
+            "--limit 1: one item read, both documents counted (a bad later row unread)");
     free_task(&a);
     free_task(&b);
     free_task(&c);
     // OpenBookQA: the bare stem
-    kda_eval_read_multiple_choice(&a, write_file("obqa/hf.jsonl",
-        "{\"question_stem\": \"Predators eat\", \"choices\": {\"text\": [\"lions\", \"bunnies\"], \"label\": [\"A\", \"B\"]}, \"answerKey\": \" B\"}\n"), 0, 0);
+    kda_eval_read_multiple_choice(
+        &a,
+        write_file(
+            "obqa/hf.jsonl",
+            "{\"question_stem\": \"Predators eat\", \"choices\": {\"text\": [\"lions\", \"bunnies\"], \"label\": [\"A\", \"B\"]}, \"answerKey\": \" B\"}\n"),
+        0, 0);
     T_CHECK(a.n_items == 1 && streq(a.items[0].ctx[0], "Predators eat") && a.items[0].gold == 1,
             "openbookqa: question_stem as it is, answerKey lstripped");
     free_task(&a);
     // PIQA: labels file, or a label field
-    kda_eval_read_piqa(&a, write_file("piqa/valid.jsonl", "{\"goal\": \"Open a jar\", \"sol1\": \"twist \", \"sol2\": \"push\"}\n"
-                                                          "{\"goal\": \"Dry hair\", \"sol1\": \"towel\", \"sol2\": \"water\"}\n"),
+    kda_eval_read_piqa(&a,
+                       write_file("piqa/valid.jsonl",
+                                  "{\"goal\": \"Open a jar\", \"sol1\": \"twist \", \"sol2\": \"push\"}\n"
+                                  "{\"goal\": \"Dry hair\", \"sol1\": \"towel\", \"sol2\": \"water\"}\n"),
                        write_file("piqa/labels.lst", "1\n0\n"), 0);
-    kda_eval_read_piqa(&b, write_file("piqa/hf.jsonl", "{\"goal\": \"Open a jar\", \"sol1\": \"twist \", \"sol2\": \"push\", \"label\": 1}\n"
-                                                       "{\"goal\": \"Dry hair\", \"sol1\": \"towel\", \"sol2\": \"water\", \"label\": 0}\n"),
+    kda_eval_read_piqa(&b,
+                       write_file("piqa/hf.jsonl",
+                                  "{\"goal\": \"Open a jar\", \"sol1\": \"twist \", \"sol2\": \"push\", \"label\": 1}\n"
+                                  "{\"goal\": \"Dry hair\", \"sol1\": \"towel\", \"sol2\": \"water\", \"label\": 0}\n"),
                        NULL, 0);
     T_CHECK(a.n_items == 2 && a.items[0].gold == 1 && streq(a.items[0].ctx[0], "Question: Open a jar\nAnswer:") &&
                 streq(a.items[0].cont[0], " twist ") && same_items(&a, &b),
@@ -189,24 +222,41 @@ static void test_readers(void) {
     free_task(&a);
     free_task(&b);
     // Winogrande: llm-foundry and the release
-    kda_eval_read_winogrande(&a, write_file("wino/f.jsonl",
-        "{\"context_options\": [\"Sarah was better than Maria so Sarah\", \"Sarah was better than Maria so Maria\"], "
-        "\"continuation\": \"got the easy cases.\", \"gold\": 1}\n"), 0);
-    kda_eval_read_winogrande(&b, write_file("wino/dev.jsonl",
-        "{\"sentence\": \"Sarah was better than Maria so _ got the easy cases.\", \"option1\": \"Sarah\", \"option2\": \"Maria\", \"answer\": \"2\"}\n"), 0);
+    kda_eval_read_winogrande(
+        &a,
+        write_file(
+            "wino/f.jsonl",
+            "{\"context_options\": [\"Sarah was better than Maria so Sarah\", \"Sarah was better than Maria so Maria\"], "
+            "\"continuation\": \"got the easy cases.\", \"gold\": 1}\n"),
+        0);
+    kda_eval_read_winogrande(
+        &b,
+        write_file(
+            "wino/dev.jsonl",
+            "{\"sentence\": \"Sarah was better than Maria so _ got the easy cases.\", \"option1\": \"Sarah\", \"option2\": \"Maria\", \"answer\": \"2\"}\n"),
+        0);
     T_CHECK(a.n_items == 1 && a.items[0].gold == 1 && streq(a.items[0].cont[0], " got the easy cases.") &&
                 streq(a.items[0].ctx[1], "Sarah was better than Maria so Maria") && same_items(&a, &b),
             "winogrande: partial scoring, both file forms agree");
     free_task(&a);
     free_task(&b);
     // HellaSwag: the release jsonl and the text form of the same example
-    kda_eval_read_hellaswag(&a, write_file("hs/val.jsonl",
-        "{\"activity_label\": \"Roof shingle removal\", \"ctx_a\": \"A man is sitting on a roof.\", \"ctx_b\": \"he\", "
-        "\"endings\": [\"is using wrap.\", \"is ripping  tiles [step] off.\", \"holds a cube.\", \"starts pulling.\"], \"label\": \"3\"}\n"), 0);
-    kda_eval_read_hellaswag(&b, write_file("hs/val.txt",
-        "Roof shingle removal: A man is sitting on a roof. he\n3\nis using wrap.\nis ripping  tiles [step] off.\nholds a cube.\nstarts pulling.\n"), 0);
+    kda_eval_read_hellaswag(
+        &a,
+        write_file(
+            "hs/val.jsonl",
+            "{\"activity_label\": \"Roof shingle removal\", \"ctx_a\": \"A man is sitting on a roof.\", \"ctx_b\": \"he\", "
+            "\"endings\": [\"is using wrap.\", \"is ripping  tiles [step] off.\", \"holds a cube.\", \"starts pulling.\"], \"label\": \"3\"}\n"),
+        0);
+    kda_eval_read_hellaswag(
+        &b,
+        write_file(
+            "hs/val.txt",
+            "Roof shingle removal: A man is sitting on a roof. he\n3\nis using wrap.\nis ripping  tiles [step] off.\nholds a cube.\nstarts pulling.\n"),
+        0);
     it = &a.items[0];
-    T_CHECK(a.n_items == 1 && it->gold == 3 && streq(it->ctx[0], "Roof shingle removal: A man is sitting on a roof. He") &&
+    T_CHECK(a.n_items == 1 && it->gold == 3 &&
+                streq(it->ctx[0], "Roof shingle removal: A man is sitting on a roof. He") &&
                 streq(it->cont[1], " is ripping tiles off.") && it->choice_len[1] == 21 && same_items(&a, &b),
             "hellaswag: preprocessed query and endings; jsonl and text forms agree here");
     free_task(&a);
@@ -221,29 +271,42 @@ static void test_readers(void) {
     const char *want2 = "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
                         "D1\nA. a\nB. b\nC. c\nD. d\nAnswer: B\n\nD2\nA. e\nB. f\nC. g\nD. h\nAnswer: D\n\n"
                         "Is \"x\", y\nok?\nA. 0\nB. 1\nC. 2,3\nD. 4\nAnswer:";
-    T_CHECK(a.n_items == 2 && a.items[0].gold == 2 && streq(a.items[0].ctx[0], want0) && streq(a.items[0].cont[3], " D") &&
-                a.items[1].gold == 0,
+    T_CHECK(a.n_items == 2 && a.items[0].gold == 2 && streq(a.items[0].ctx[0], want0) &&
+                streq(a.items[0].cont[3], " D") && a.items[1].gold == 0,
             "mmlu 0-shot: description + question block, letters as choices, CSV quoting");
-    T_CHECK(b.n_items == 1 && b.n_docs == 2 && streq(b.items[0].ctx[0], want2), "mmlu 2-shot: first dev rows with answers, \\n\\n between");
+    T_CHECK(b.n_items == 1 && b.n_docs == 2 && streq(b.items[0].ctx[0], want2),
+            "mmlu 2-shot: first dev rows with answers, \\n\\n between");
     free_task(&a);
     free_task(&b);
     // RACE: problems as a Python literal, as a JSON list, and the release's form (directory)
-    kda_eval_read_race(&a, write_file("race/a.jsonl",
-        "{\"article\": \"Tom's \\\"day\\\".\", \"problems\": \"[{'answer': 'A', 'options': ['park', 'zoo', 'home', 'school'], "
-        "'question': 'Tom went to the  _  .'}, {'answer': 'C', 'options': [\\\"Tom's\\\", 'b\\\\'s', 'caf\\\\xe9', 'd'], "
-        "'question': 'Whose?'}]\"}\n"), 0);
-    kda_eval_read_race(&b, write_file("race/b.jsonl",
-        "{\"article\": \"Tom's \\\"day\\\".\", \"problems\": [{\"answer\": \"A\", \"options\": [\"park\", \"zoo\", \"home\", \"school\"], "
-        "\"question\": \"Tom went to the  _  .\"}, {\"answer\": \"C\", \"options\": [\"Tom's\", \"b's\", \"caf\\u00e9\", \"d\"], \"question\": \"Whose?\"}]}\n"), 0);
-    write_file("race/high/high10.txt", "{\"article\": \"Second.\", \"questions\": [\"Q?\"], \"options\": [[\"a\", \"b\", \"c\", \"d\"]], \"answers\": [\"D\"]}");
-    write_file("race/high/high2.txt",
+    kda_eval_read_race(
+        &a,
+        write_file(
+            "race/a.jsonl",
+            "{\"article\": \"Tom's \\\"day\\\".\", \"problems\": \"[{'answer': 'A', 'options': ['park', 'zoo', 'home', 'school'], "
+            "'question': 'Tom went to the  _  .'}, {'answer': 'C', 'options': [\\\"Tom's\\\", 'b\\\\'s', 'caf\\\\xe9', 'd'], "
+            "'question': 'Whose?'}]\"}\n"),
+        0);
+    kda_eval_read_race(
+        &b,
+        write_file(
+            "race/b.jsonl",
+            "{\"article\": \"Tom's \\\"day\\\".\", \"problems\": [{\"answer\": \"A\", \"options\": [\"park\", \"zoo\", \"home\", \"school\"], "
+            "\"question\": \"Tom went to the  _  .\"}, {\"answer\": \"C\", \"options\": [\"Tom's\", \"b's\", \"caf\\u00e9\", \"d\"], \"question\": \"Whose?\"}]}\n"),
+        0);
+    write_file(
+        "race/high/high10.txt",
+        "{\"article\": \"Second.\", \"questions\": [\"Q?\"], \"options\": [[\"a\", \"b\", \"c\", \"d\"]], \"answers\": [\"D\"]}");
+    write_file(
+        "race/high/high2.txt",
         "{\"article\": \"Tom's \\\"day\\\".\", \"questions\": [\"Tom went to the  _  .\", \"Whose?\"], \"options\": [[\"park\", \"zoo\", \"home\", \"school\"], "
         "[\"Tom's\", \"b's\", \"caf\\u00e9\", \"d\"]], \"answers\": [\"A\", \"C\"]}");
     char dir[600];
     snprintf(dir, sizeof dir, "%s/race/high", tmpdir);
     kda_eval_read_race(&c, dir, 0);
     it = &a.items[0];
-    T_CHECK(a.n_items == 1 && it->gold == 2 && streq(it->ctx[0], "Article: Tom's \"day\".\n\nTom went to the park\nWhose?") &&
+    T_CHECK(a.n_items == 1 && it->gold == 2 &&
+                streq(it->ctx[0], "Article: Tom's \"day\".\n\nTom went to the park\nWhose?") &&
                 streq(it->cont[2], " caf\xc3\xa9") && streq(it->cont[1], " b's"),
             "race: Python-literal problems parsed (quotes, \\' and \\x escapes), last question scored");
     T_CHECK(same_items(&a, &b) && c.n_items == 2 && c.items[0].gold == 2 && streq(c.items[0].ctx[0], it->ctx[0]) &&
@@ -269,7 +332,8 @@ static void test_encode_pair(void) {
     kda_eval_codec *bytes = kda_eval_codec_new(NULL, 256, -1);
     kda_eval_encode_pair(bytes, "ab \n", "c", &ci, &co);
     int32_t want_c[] = {256, 'a', 'b'}, want_o[] = {' ', '\n', 'c'};
-    T_CHECK(ids_eq(&ci, want_c, 3) && ids_eq(&co, want_o, 3), "bytes: BOS, trailing whitespace moves to the continuation");
+    T_CHECK(ids_eq(&ci, want_c, 3) && ids_eq(&co, want_o, 3),
+            "bytes: BOS, trailing whitespace moves to the continuation");
     kda_eval_encode_pair(bytes, "", "hi", &ci, &co);
     int32_t want_e[] = {256}, want_hi[] = {'h', 'i'};
     T_CHECK(ids_eq(&ci, want_e, 1) && ids_eq(&co, want_hi, 2), "empty context: [BOS] conditions the continuation");
@@ -295,7 +359,8 @@ static void test_encode_pair(void) {
         T_CHECK(ids_eq(&ci, c2, 7) && ids_eq(&co, o2, 1), "llama3: BOS + prompt, ' Paris' one token");
         kda_eval_encode_pair(c, "<|begin_of_text|>Hi", " there", &ci, &co);
         int32_t c3[] = {128000, 13347}, o3[] = {1070};
-        T_CHECK(ids_eq(&ci, c3, 2) && ids_eq(&co, o3, 1), "llama3: text starting with BOS gets no second BOS (lm-eval)");
+        T_CHECK(ids_eq(&ci, c3, 2) && ids_eq(&co, o3, 1),
+                "llama3: text starting with BOS gets no second BOS (lm-eval)");
         kda_eval_encode_pair(c, "Hello ", "world", &ci, &co);
         int32_t c4[] = {128000, 9906}, o4[] = {1917};
         T_CHECK(ids_eq(&ci, c4, 2) && ids_eq(&co, o4, 1), "llama3: 'Hello ' + 'world' -> 'Hello' + ' world'");
@@ -323,7 +388,8 @@ static uint64_t mix(uint64_t z) {
 
 // logits after the prefix whose running hash is h: a fixed pseudo-random function of the prefix
 static void fake_row(uint64_t h, float *out) {
-    for (int v = 0; v < FV; v++) out[v] = (float)((double)(mix(h * 31 + (uint64_t)v) >> 11) / 9007199254740992.0 * 6.0 - 3.0);
+    for (int v = 0; v < FV; v++)
+        out[v] = (float)((double)(mix(h * 31 + (uint64_t)v) >> 11) / 9007199254740992.0 * 6.0 - 3.0);
 }
 
 static uint64_t hash_step(uint64_t h, int32_t id) { return mix(h ^ (uint64_t)(id + 1)); }
@@ -345,13 +411,16 @@ static void fake_logits(void *self, const int32_t *ids, int B, int T, float *out
 }
 
 // the same model asked for chosen rows only (what kda_model_logits_rows offers)
-static void fake_logits_rows(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows, float *out) {
+static void fake_logits_rows(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n_rows,
+                             float *out) {
     fake_lm *f = self;
     float *all = kda_malloc(sizeof(float) * (size_t)B * T * FV);
     fake_logits(self, ids, B, T, all);
     for (int i = 0; i < n_rows; i++) {
-        if (rows[i] < 0 || rows[i] >= B * T) f->bad_pad = 1;
-        else memcpy(out + (size_t)i * FV, all + (size_t)rows[i] * FV, sizeof(float) * FV);
+        if (rows[i] < 0 || rows[i] >= B * T)
+            f->bad_pad = 1;
+        else
+            memcpy(out + (size_t)i * FV, all + (size_t)rows[i] * FV, sizeof(float) * FV);
     }
     f->rows_asked += n_rows;
     free(all);
@@ -436,8 +505,11 @@ static void test_scoring(void) {
         int rows;
         size_t logits;
         int max_len;
-    } cfgs[] = {{1, (size_t)1 << 30, 2048}, {3, (size_t)1 << 30, 2048}, {64, (size_t)1 << 30, 2048},
-                {64, 1, 2048}, {5, (size_t)1 << 30, 40}};
+    } cfgs[] = {{1, (size_t)1 << 30, 2048},
+                {3, (size_t)1 << 30, 2048},
+                {64, (size_t)1 << 30, 2048},
+                {64, 1, 2048},
+                {5, (size_t)1 << 30, 40}};
     kda_tok_ids ci = {0}, co = {0};
     for (size_t k = 0; k < 2 * sizeof cfgs / sizeof cfgs[0]; k++) {
         int with_rows = k >= sizeof cfgs / sizeof cfgs[0]; // second pass: the head on chosen rows only
@@ -467,15 +539,18 @@ static void test_scoring(void) {
                 greedy_ok &= it->greedy[c] == g;
             }
         }
-        T_CHECK(worst < 1e-9 && greedy_ok && !f.bad_pad && f.max_rows_seen <= cfgs[kc].rows,
-                "%s rows %3d, logits budget %-10zu max_length %4d: %ld requests, %ld inputs, %ld forwards; worst |dll| %.1e",
-                with_rows ? "chosen rows," : "all rows,   ", cfgs[kc].rows, cfgs[kc].logits, cfgs[kc].max_len, n_req,
-                kda_eval_plan_inputs(p), f.calls, worst);
+        T_CHECK(
+            worst < 1e-9 && greedy_ok && !f.bad_pad && f.max_rows_seen <= cfgs[kc].rows,
+            "%s rows %3d, logits budget %-10zu max_length %4d: %ld requests, %ld inputs, %ld forwards; worst |dll| %.1e",
+            with_rows ? "chosen rows," : "all rows,   ", cfgs[kc].rows, cfgs[kc].logits, cfgs[kc].max_len, n_req,
+            kda_eval_plan_inputs(p), f.calls, worst);
         if (with_rows) { // exactly the continuation positions were asked for: one per token of the longest one per input
             long want = rows_needed(&t, codec, cfgs[kc].max_len);
-            T_CHECK(f.rows_asked == want, "chosen rows: %ld head rows asked = the %ld continuation positions of the inputs",
-                    f.rows_asked, want);
-            if (kc == 3) T_CHECK(f.max_rows_seen == 1, "chosen rows: a logits budget below one input still runs one input");
+            T_CHECK(f.rows_asked == want,
+                    "chosen rows: %ld head rows asked = the %ld continuation positions of the inputs", f.rows_asked,
+                    want);
+            if (kc == 3)
+                T_CHECK(f.max_rows_seen == 1, "chosen rows: a logits budget below one input still runs one input");
         }
         if (with_rows) {
             kda_eval_plan_free(p);
@@ -487,8 +562,9 @@ static void test_scoring(void) {
                     "the 4 one-letter answers of a question share one input (%ld inputs for %ld requests)",
                     kda_eval_plan_inputs(p), n_req);
         if (kc == 3) T_CHECK(f.max_rows_seen == 1, "a logits budget below one row still runs one row per forward");
-        if (kc == 4) T_CHECK(kda_eval_plan_truncated(p) > 0 && kda_eval_plan_max_len(p) == 40,
-                            "max_length 40: %ld requests cut on the left, inputs <= 40 tokens", kda_eval_plan_truncated(p));
+        if (kc == 4)
+            T_CHECK(kda_eval_plan_truncated(p) > 0 && kda_eval_plan_max_len(p) == 40,
+                    "max_length 40: %ld requests cut on the left, inputs <= 40 tokens", kda_eval_plan_truncated(p));
         kda_eval_plan_free(p);
         free_task(&t);
     }
@@ -499,7 +575,9 @@ static void test_scoring(void) {
 
 // ---- 5b. a real (small, random) model: the head on chosen rows only ----------------------------------------
 
-static void model_logits_cb(void *self, const int32_t *ids, int B, int T, float *out) { kda_model_logits(self, ids, B, T, out); }
+static void model_logits_cb(void *self, const int32_t *ids, int B, int T, float *out) {
+    kda_model_logits(self, ids, B, T, out);
+}
 static void model_rows_cb(void *self, const int32_t *ids, int B, int T, const int32_t *rows, int n, float *out) {
     kda_model_logits_rows(self, ids, B, T, rows, n, out);
 }
@@ -611,7 +689,8 @@ static void test_metrics(void) {
     double ses[2] = {0.1, 0.2};
     int sizes[2] = {10, 30};
     double pooled = sqrt((9 * 0.01 * 10 + 29 * 0.04 * 30) / 38.0 / 40.0);
-    T_CHECK(fabs(kda_eval_pooled_stderr(ses, sizes, 2) - pooled) < 1e-15, "pooled stderr (lm-eval's formula) %.6f", pooled);
+    T_CHECK(fabs(kda_eval_pooled_stderr(ses, sizes, 2) - pooled) < 1e-15, "pooled stderr (lm-eval's formula) %.6f",
+            pooled);
     int ones[2] = {1, 1};
     T_CHECK(isnan(kda_eval_pooled_stderr(ses, ones, 2)), "pooled stderr of one-document tasks is N/A");
 }
@@ -658,8 +737,11 @@ static void test_report(void) {
                 strstr(buf, "\"loss,none\": 2.0") && strstr(buf, "\"n-samples\"") && strstr(buf, "\"original\": 10"),
             "JSON: results with alias, N/A stderr for n=1, groups, group_subtasks (sorted), val_loss, n-samples");
     // group acc = size-weighted: (1*1 + 2/3*3) / 4 = 0.75
-    T_CHECK(strstr(buf, "\"mmlu\": {\n      \"name\": \"mmlu\",\n      \"alias\": \"mmlu\",\n      \"sample_len\": 4,\n      \"acc,none\": 0.75"),
-            "mmlu group acc is the size-weighted mean (0.75 over 4 documents)");
+    T_CHECK(
+        strstr(
+            buf,
+            "\"mmlu\": {\n      \"name\": \"mmlu\",\n      \"alias\": \"mmlu\",\n      \"sample_len\": 4,\n      \"acc,none\": 0.75"),
+        "mmlu group acc is the size-weighted mean (0.75 over 4 documents)");
     snprintf(path, sizeof path, "%s/table.txt", tmpdir);
     f = fopen(path, "w+b");
     kda_eval_print_table(f, t, 3, &info);
@@ -667,14 +749,17 @@ static void test_report(void) {
     len = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[len] = 0;
-    T_CHECK(strstr(buf, "|       Tasks        |Version|Filter|n-shot|  Metric  |   |Value |   |Stderr|\n"
-                        "|--------------------|------:|------|-----:|----------|---|-----:|---|-----:|\n") != NULL,
+    T_CHECK(strstr(buf,
+                   "|       Tasks        |Version|Filter|n-shot|  Metric  |   |Value |   |Stderr|\n"
+                   "|--------------------|------:|------|-----:|----------|---|-----:|---|-----:|\n") != NULL,
             "table header (centred as Python's str.center) and alignment row");
-    T_CHECK(strstr(buf, "|mmlu                |      2|none  |      |acc       |\xe2\x86\x91  |0.7500|\xc2\xb1  |") &&
-                strstr(buf, "|  - anatomy         |      1|none  |     0|acc       |\xe2\x86\x91  |1.0000|\xc2\xb1  |   N/A|") &&
-                strstr(buf, "|val_loss            |    N/A|none  |      |loss      |\xe2\x86\x93  |2.0000|   |      |") &&
-                strstr(buf, "| Groups|Version|"),
-            "table rows: group tree first, N/A stderr, val_loss lower-is-better, a Groups table");
+    T_CHECK(
+        strstr(buf, "|mmlu                |      2|none  |      |acc       |\xe2\x86\x91  |0.7500|\xc2\xb1  |") &&
+            strstr(buf,
+                   "|  - anatomy         |      1|none  |     0|acc       |\xe2\x86\x91  |1.0000|\xc2\xb1  |   N/A|") &&
+            strstr(buf, "|val_loss            |    N/A|none  |      |loss      |\xe2\x86\x93  |2.0000|   |      |") &&
+            strstr(buf, "| Groups|Version|"),
+        "table rows: group tree first, N/A stderr, val_loss lower-is-better, a Groups table");
     printf("%s", buf);
     for (int k = 0; k < 3; k++) free_task(&t[k]);
 }

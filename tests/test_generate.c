@@ -43,7 +43,9 @@ static kda_config small_cfg(void) {
 static void perturb_params(kda_model *m, kda_rng *r) {
     for (int i = 0; i < m->n_params; i++) {
         kda_param *p = &m->params[i];
-        double sd = strstr(p->name, "norm") ? 0.2 : (strstr(p->name, "A_log") || strstr(p->name, "dt_bias")) ? 0.5 : 0.15;
+        double sd = strstr(p->name, "norm")                            ? 0.2
+            : (strstr(p->name, "A_log") || strstr(p->name, "dt_bias")) ? 0.5
+                                                                       : 0.15;
         for (size_t j = 0; j < p->numel; j++) m->master[p->offset + j] += (float)(sd * kda_rng_normal(r));
     }
 }
@@ -101,8 +103,10 @@ static void test_vs_full_forward(kda_model *m, kda_rng *r, int n_prompt, int ste
         int rid = argmax(ref, NV);
         if (rid != id) {
             // only a numerical near-tie of the two best logits may excuse a different argmax
-            if (fabs(ref[rid] - ref[id]) < 1e-5 * (fabs(ref[rid]) + 1)) near_ties++;
-            else mismatches++;
+            if (fabs(ref[rid] - ref[id]) < 1e-5 * (fabs(ref[rid]) + 1))
+                near_ties++;
+            else
+                mismatches++;
         }
         seq[n++] = id;
         kda_decoder_feed(d, &seq[n - 1], 1);
@@ -130,11 +134,14 @@ static void test_block_feed(kda_model *m, kda_rng *r) {
     kda_decoder_feed(a, ids, n);
     for (int i = 0; i < n; i++) kda_decoder_feed(b, &ids[i], 1);
     kda_decoder_feed(c, ids, n);
-    T_REL("prompt of 165 in blocks of 64 vs token by token", kda_rel_err_f32f32(kda_decoder_logits(a), kda_decoder_logits(b), NV), 1e-5);
-    T_REL("prompt of 165 in one block vs token by token", kda_rel_err_f32f32(kda_decoder_logits(c), kda_decoder_logits(b), NV), 1e-5);
+    T_REL("prompt of 165 in blocks of 64 vs token by token",
+          kda_rel_err_f32f32(kda_decoder_logits(a), kda_decoder_logits(b), NV), 1e-5);
+    T_REL("prompt of 165 in one block vs token by token",
+          kda_rel_err_f32f32(kda_decoder_logits(c), kda_decoder_logits(b), NV), 1e-5);
     float *full = kda_malloc(sizeof(float) * (size_t)n * NV);
     kda_model_logits(m, ids, 1, n, full);
-    T_REL("prompt of 165 in blocks vs full forward", kda_rel_err_f32f32(kda_decoder_logits(a), full + (size_t)(n - 1) * NV, NV), 1e-5);
+    T_REL("prompt of 165 in blocks vs full forward",
+          kda_rel_err_f32f32(kda_decoder_logits(a), full + (size_t)(n - 1) * NV, NV), 1e-5);
     // a reset decoder gives the same again
     kda_decoder_reset(a);
     kda_decoder_feed(a, ids, 10);
@@ -202,8 +209,9 @@ static void test_generate_loop(kda_model *m, kda_rng *r) {
     size_t state0 = kda_decoder_state_bytes(d), total0 = kda_decoder_total_bytes(d);
     const kda_config *c = &m->cfg;
     size_t expect = (size_t)c->num_hidden_layers *
-                    ((size_t)(c->conv_size - 1) * (2 * c->key_dim + c->value_dim) +
-                     (size_t)c->num_heads * c->head_dim * c->head_v_dim) * sizeof(float);
+        ((size_t)(c->conv_size - 1) * (2 * c->key_dim + c->value_dim) +
+         (size_t)c->num_heads * c->head_dim * c->head_v_dim) *
+        sizeof(float);
     T_CHECK(state0 == expect, "state bytes %zu = L x ((W-1)(2Dk+Dv) + H K Vd) x 4 = %zu", state0, expect);
 
     kda_sampling samp = {.temperature = 1.5f, .top_k = 0, .top_p = 0.95f, .repetition_penalty = 1.2f};
@@ -229,8 +237,8 @@ static void test_generate_loop(kda_model *m, kda_rng *r) {
     int first = 0;
     while (first < 5 && g.ids[first] != g.ids[5]) first++;
     collected e = gen(d, &greedy, 1, prompt, 7, 150, g.ids[5], &st);
-    T_CHECK(e.n == first + 1 && st.stopped_at_eos && e.ids[first] == g.ids[5],
-            "eos id %d stops after %d ids (got %d)", g.ids[5], first + 1, e.n);
+    T_CHECK(e.n == first + 1 && st.stopped_at_eos && e.ids[first] == g.ids[5], "eos id %d stops after %d ids (got %d)",
+            g.ids[5], first + 1, e.n);
     collected z = gen(d, &greedy, 1, prompt, 7, 0, -1, &st);
     T_CHECK(z.n == 0 && st.new_tokens == 0, "max_new 0 generates nothing");
     kda_decoder_free(d);
@@ -248,8 +256,10 @@ static void ref_probs(const float *logits, const int *seen, int n, const kda_sam
         for (int i = 0; i < n; i++) {
             int above = 0;
             for (int j = 0; j < n; j++) above += x[j] > x[i];
-            if (above >= s->top_k) p[i] = -1; // marked removed
-            else p[i] = 0;
+            if (above >= s->top_k)
+                p[i] = -1; // marked removed
+            else
+                p[i] = 0;
         }
     } else
         for (int i = 0; i < n; i++) p[i] = 0;
@@ -340,7 +350,8 @@ static void test_sampler_distribution(kda_rng *r) {
             for (int i = 0; i < NBIG; i++) rank += big[i] > big[id];
             above_min += rank >= KBIG;
         }
-        T_CHECK(above_min == 0, "top-k %d of %d random logits: %d draws outside the top %d", KBIG, NBIG, above_min, KBIG);
+        T_CHECK(above_min == 0, "top-k %d of %d random logits: %d draws outside the top %d", KBIG, NBIG, above_min,
+                KBIG);
         kda_sampler_free(s);
         free(big);
     }

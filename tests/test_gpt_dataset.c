@@ -41,7 +41,8 @@ static void check_mt(void) {
     kda_mt19937 mt;
     kda_mt_seed(&mt, 5489);
     uint32_t a = kda_mt_next32(&mt), b = kda_mt_next32(&mt), c = kda_mt_next32(&mt);
-    T_CHECK(a == 3499211612u && b == 581869302u && c == 3890346734u, "MT19937(5489) first draws are the reference ones");
+    T_CHECK(a == 3499211612u && b == 581869302u && c == 3890346734u,
+            "MT19937(5489) first draws are the reference ones");
     int32_t p[10];
     for (int i = 0; i < 10; i++) p[i] = i;
     kda_mt_seed(&mt, 42);
@@ -103,8 +104,10 @@ static void check_structure(kda_indexed *x, const int *lens, uint64_t b, uint64_
     int *count = kda_calloc(e + 1, sizeof(int));
     int cover = n_doc == (uint64_t)epochs * (e - b);
     for (uint64_t i = 0; i < n_doc; i++) {
-        if ((uint64_t)di[i] < b || (uint64_t)di[i] >= e) cover = 0;
-        else count[di[i]]++;
+        if ((uint64_t)di[i] < b || (uint64_t)di[i] >= e)
+            cover = 0;
+        else
+            count[di[i]]++;
     }
     for (uint64_t d = b; d < e; d++) cover &= count[d] == epochs;
     T_CHECK(cover, "%s: %d epochs, each document of [%llu,%llu) %d times", what, epochs, (unsigned long long)b,
@@ -125,24 +128,29 @@ static void check_structure(kda_indexed *x, const int *lens, uint64_t b, uint64_
     int32_t *buf = kda_malloc(sizeof(int32_t) * (size_t)(L + 1));
     for (uint64_t i = 0; i < n; i++) {
         uint64_t s = (uint64_t)sh[i];
-        if (s >= n || seen[s]) perm = 0;
-        else seen[s] = 1;
+        if (s >= n || seen[s])
+            perm = 0;
+        else
+            seen[s] = 1;
         kda_gpt_dataset_get(g, i, buf);
         if (memcmp(buf, stream + s * (uint64_t)L, sizeof(int32_t) * (size_t)(L + 1))) samples_ok = 0;
     }
     T_CHECK(perm, "%s: shuffle index is a permutation of the %llu samples", what, (unsigned long long)n);
-    T_CHECK(samples_ok, "%s: every sample is seq_length+1 consecutive stream tokens, overlapping the next by one", what);
+    T_CHECK(samples_ok, "%s: every sample is seq_length+1 consecutive stream tokens, overlapping the next by one",
+            what);
     // a separate last epoch keeps the first epochs' samples in front
     if (epochs > 1) {
         uint64_t sans = ((uint64_t)(epochs - 1) * tpe - 1) / (uint64_t)L, per = (tpe - 1) / (uint64_t)L;
         int separate = (double)(need - (int64_t)sans) < (double)(int64_t)(0.8 * (double)per);
         int front = 1;
         for (uint64_t i = 0; i < sans && separate; i++) front &= (uint64_t)sh[i] < sans;
-        T_CHECK(front, "%s: last epoch %s (its samples %s)", what, separate ? "shuffled apart" : "shuffled with the rest",
+        T_CHECK(front, "%s: last epoch %s (its samples %s)", what,
+                separate ? "shuffled apart" : "shuffled with the rest",
                 separate ? "all come after the others" : "mixed in");
     }
     // determinism, and the seed matters
-    kda_gpt_dataset *g2 = kda_gpt_dataset_new(x, b, e, want, L, seed), *g3 = kda_gpt_dataset_new(x, b, e, want, L, seed + 1);
+    kda_gpt_dataset *g2 = kda_gpt_dataset_new(x, b, e, want, L, seed),
+                    *g3 = kda_gpt_dataset_new(x, b, e, want, L, seed + 1);
     T_CHECK(!memcmp(sh, kda_gpt_dataset_shuffle_index(g2), sizeof(int64_t) * n) &&
                 memcmp(sh, kda_gpt_dataset_shuffle_index(g3), sizeof(int64_t) * n),
             "%s: same seed, same order; seed+1, another order", what);
@@ -218,7 +226,8 @@ static void set_paths(kda_config *c, const char *const *paths, int n) {
 static void check_resume(const kda_config *c, const char *what) {
     int L = c->seq_length, k = 37, m = 23;
     size_t row = (size_t)L + 1;
-    int32_t *first = kda_malloc(sizeof(int32_t) * row * (size_t)(k + m)), *again = kda_malloc(sizeof(int32_t) * row * (size_t)m);
+    int32_t *first = kda_malloc(sizeof(int32_t) * row * (size_t)(k + m)),
+            *again = kda_malloc(sizeof(int32_t) * row * (size_t)m);
     kda_data *d = kda_data_open(c, KDA_SPLIT_TRAIN);
     for (int i = 0; i < k + m; i += 5) kda_data_next(d, first + (size_t)i * row, i + 5 <= k + m ? 5 : k + m - i);
     uint64_t consumed = kda_data_consumed(d);
@@ -234,8 +243,8 @@ static void check_resume(const kda_config *c, const char *what) {
     kda_data_next(d, again, 1);
     kda_data_seek(d, 3);
     kda_data_next(d, again + row, 1);
-    T_CHECK(!memcmp(again, again + row, sizeof(int32_t) * row), "%s: sample num_samples+3 == sample 3 (%llu samples)", what,
-            (unsigned long long)n);
+    T_CHECK(!memcmp(again, again + row, sizeof(int32_t) * row), "%s: sample num_samples+3 == sample 3 (%llu samples)",
+            what, (unsigned long long)n);
     kda_data_close(d);
     free(first);
     free(again);
@@ -266,7 +275,8 @@ int main(void) {
     for (int i = 0; i < 290; i++) tpe += (uint64_t)lens_a[i];
     check_structure(xa, lens_a, 0, 290, -1, L, s32, "one epoch");
     check_structure(xa, lens_a, 0, 290, (int64_t)(tpe * 2 / (uint64_t)L), L, s32, "3 epochs, full last one");
-    check_structure(xa, lens_a, 0, 290, (int64_t)((tpe * 2 + tpe / 4) / (uint64_t)L), L, s32, "3 epochs, short last one");
+    check_structure(xa, lens_a, 0, 290, (int64_t)((tpe * 2 + tpe / 4) / (uint64_t)L), L, s32,
+                    "3 epochs, short last one");
     check_structure(xa, lens_a, 290, 300, 50, L, s32, "a 10-document range");
     check_blend(xa, xb, L, s32);
 

@@ -23,7 +23,6 @@ static int exists(const char *path) {
 
 static void path_of(char *out, const char *name, const char *ext) { sprintf(out, "%s/%s%s", dir, name, ext); }
 
-
 // Random documents: lengths 0..max_len, ids below vocab.
 typedef struct {
     int n;
@@ -57,12 +56,13 @@ static void round_trip(kda_rng *r, int dtype, int64_t vocab) {
     kda_indexed_set_vocab(x, vocab);
     uint64_t n_seq = 0, n_tok = 0;
     for (int i = 0; i < d.n; i++) n_seq += d.len[i] > 0, n_tok += d.len[i];
-    T_CHECK(kda_indexed_dtype(x) == dtype, "%s: dtype code %d read back", kda_indexed_dtype_name(dtype), kda_indexed_dtype(x));
+    T_CHECK(kda_indexed_dtype(x) == dtype, "%s: dtype code %d read back", kda_indexed_dtype_name(dtype),
+            kda_indexed_dtype(x));
     T_CHECK(kda_indexed_num_documents(x) == 200 && kda_indexed_num_sequences(x) == n_seq &&
                 kda_indexed_num_tokens(x) == n_tok,
-            "%s: %llu documents, %llu sequences (empty documents have none), %llu tokens", kda_indexed_dtype_name(dtype),
-            (unsigned long long)kda_indexed_num_documents(x), (unsigned long long)kda_indexed_num_sequences(x),
-            (unsigned long long)kda_indexed_num_tokens(x));
+            "%s: %llu documents, %llu sequences (empty documents have none), %llu tokens",
+            kda_indexed_dtype_name(dtype), (unsigned long long)kda_indexed_num_documents(x),
+            (unsigned long long)kda_indexed_num_sequences(x), (unsigned long long)kda_indexed_num_tokens(x));
     // every document's ids, through its document-index entry
     const int64_t *di = kda_indexed_doc_index(x);
     const int32_t *sl = kda_indexed_seq_lengths(x);
@@ -121,21 +121,39 @@ static void read_it(void *arg) {
     kda_indexed_set_vocab(x, g_vocab);
     int32_t buf[64];
     for (uint64_t s = 0; s < kda_indexed_num_sequences(x); s++)
-        kda_indexed_read(x, s, 0, (uint64_t)kda_indexed_seq_lengths(x)[s] < 64 ? (uint64_t)kda_indexed_seq_lengths(x)[s] : 64,
-                         buf);
+        kda_indexed_read(
+            x, s, 0, (uint64_t)kda_indexed_seq_lengths(x)[s] < 64 ? (uint64_t)kda_indexed_seq_lengths(x)[s] : 64, buf);
     kda_indexed_close(x);
 }
 
 typedef void (*damage_fn)(unsigned char *idx, size_t *n_idx, unsigned char *bin, size_t *n_bin);
-static void cut_bin(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)i, (void)ni, (void)b, *nb -= 2; }
-static void grow_bin(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)i, (void)ni, (void)b, *nb += 2; }
-static void cut_idx(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)i, (void)b, (void)nb, *ni -= 5; }
-static void cut_idx_header(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)i, (void)b, (void)nb, *ni = 20; }
-static void bad_magic(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)ni, (void)b, (void)nb, i[0] = 'X'; }
-static void bad_version(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)ni, (void)b, (void)nb, i[9] = 2; }
-static void dtype_int32(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)ni, (void)b, (void)nb, i[17] = 4; }
-static void dtype_float(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)ni, (void)b, (void)nb, i[17] = 7; }
-static void dtype_bogus(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) { (void)ni, (void)b, (void)nb, i[17] = 42; }
+static void cut_bin(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)i, (void)ni, (void)b, *nb -= 2;
+}
+static void grow_bin(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)i, (void)ni, (void)b, *nb += 2;
+}
+static void cut_idx(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)i, (void)b, (void)nb, *ni -= 5;
+}
+static void cut_idx_header(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)i, (void)b, (void)nb, *ni = 20;
+}
+static void bad_magic(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)ni, (void)b, (void)nb, i[0] = 'X';
+}
+static void bad_version(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)ni, (void)b, (void)nb, i[9] = 2;
+}
+static void dtype_int32(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)ni, (void)b, (void)nb, i[17] = 4;
+}
+static void dtype_float(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)ni, (void)b, (void)nb, i[17] = 7;
+}
+static void dtype_bogus(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
+    (void)ni, (void)b, (void)nb, i[17] = 42;
+}
 static void huge_count(unsigned char *i, size_t *ni, unsigned char *b, size_t *nb) {
     (void)ni, (void)b, (void)nb;
     uint64_t S = UINT64_MAX / 3;
@@ -180,7 +198,8 @@ static void id_too_big(unsigned char *i, size_t *ni, unsigned char *b, size_t *n
     memcpy(b + *nb - 2, &v, 2);
 }
 
-static void damage_case(const char *what, damage_fn fn, void (*runner)(void *), int64_t vocab, const char *const *words) {
+static void damage_case(const char *what, damage_fn fn, void (*runner)(void *), int64_t vocab,
+                        const char *const *words) {
     char src[300], prefix[300], p[320];
     sprintf(src, "%s/clean", dir);
     sprintf(prefix, "%s/damaged", dir);
@@ -224,9 +243,10 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/kda_test_idx_XXXXXX");
     if (!mkdtemp(dir)) kda_die("mkdtemp: %s", strerror(errno));
 
-    T_CHECK(kda_indexed_dtype_for_vocab(256) == KDA_IDX_UINT16 && kda_indexed_dtype_for_vocab(65499) == KDA_IDX_UINT16 &&
-                kda_indexed_dtype_for_vocab(65500) == KDA_IDX_INT32 && kda_indexed_dtype_for_vocab(128256) == KDA_IDX_INT32,
-            "dtype by vocabulary as Megatron: uint16 below 65500, else int32");
+    T_CHECK(
+        kda_indexed_dtype_for_vocab(256) == KDA_IDX_UINT16 && kda_indexed_dtype_for_vocab(65499) == KDA_IDX_UINT16 &&
+            kda_indexed_dtype_for_vocab(65500) == KDA_IDX_INT32 && kda_indexed_dtype_for_vocab(128256) == KDA_IDX_INT32,
+        "dtype by vocabulary as Megatron: uint16 below 65500, else int32");
     round_trip(&r, KDA_IDX_UINT16, 65499);
     round_trip(&r, KDA_IDX_INT32, 128256);
     round_trip(&r, KDA_IDX_UINT8, 256);

@@ -33,7 +33,8 @@ static size_t n_v(const kda_core_dims *d) { return (size_t)d->B * d->T * d->H * 
 static size_t n_b(const kda_core_dims *d) { return (size_t)d->B * d->T * d->H; }
 
 static kda_core_dims dims(int B, int T, int H, int K, int V, int C, kda_core_algo algo) {
-    kda_core_dims d = {.B = B, .T = T, .H = H, .K = K, .V = V, .chunk = C, .scale = (float)(1.0 / sqrt(K)), .algo = algo};
+    kda_core_dims d = {
+        .B = B, .T = T, .H = H, .K = K, .V = V, .chunk = C, .scale = (float)(1.0 / sqrt(K)), .algo = algo};
     return d;
 }
 
@@ -104,7 +105,9 @@ static const char *in_name[N_IN] = {"q_raw", "k_raw", "v", "f", "b_logit", "A_lo
 
 static size_t in_size(const kda_core_dims *d, int i) {
     switch (i) {
-    case IN_Q: case IN_K: case IN_F: return n_qk(d);
+    case IN_Q:
+    case IN_K:
+    case IN_F: return n_qk(d);
     case IN_V: return n_v(d);
     case IN_B: return n_b(d);
     case IN_A: return (size_t)d->H;
@@ -124,8 +127,10 @@ static void ref_core_state(const kda_core_dims *d, double *const *x, double *o, 
             for (int t = 0; t < T; t++) {
                 size_t rk = ((size_t)(b * T + t) * H + h) * K, rv = ((size_t)(b * T + t) * H + h) * V;
                 double sq = 0, sk = 0;
-                for (int j = 0; j < K; j++) sq += x[IN_Q][rk + j] * x[IN_Q][rk + j], sk += x[IN_K][rk + j] * x[IN_K][rk + j];
-                for (int j = 0; j < K; j++) q[j] = x[IN_Q][rk + j] / sqrt(sq + 1e-6), k[j] = x[IN_K][rk + j] / sqrt(sk + 1e-6);
+                for (int j = 0; j < K; j++)
+                    sq += x[IN_Q][rk + j] * x[IN_Q][rk + j], sk += x[IN_K][rk + j] * x[IN_K][rk + j];
+                for (int j = 0; j < K; j++)
+                    q[j] = x[IN_Q][rk + j] / sqrt(sq + 1e-6), k[j] = x[IN_K][rk + j] / sqrt(sk + 1e-6);
                 double beta = 1 / (1 + exp(-x[IN_B][(size_t)(b * T + t) * H + h]));
                 for (int j = 0; j < K; j++) {
                     double z = x[IN_F][rk + j] + x[IN_DT][h * K + j];
@@ -245,10 +250,13 @@ static void test_case(const case_t *c) {
     T_REL(name, kda_rel_err_f32(rc.o, ref, n_v(&dc)), 1e-5);
     snprintf(name, sizeof name, "fwd recurrent vs float64");
     T_REL(name, kda_rel_err_f32(rr.o, ref, n_v(&dc)), 1e-5);
-    struct { const char *n; const float *a, *b; size_t len; } g[] = {
-        {"o", rc.o, rr.o, n_v(&dc)},          {"d q_raw", rc.dq, rr.dq, n_qk(&dc)},
-        {"d k_raw", rc.dk, rr.dk, n_qk(&dc)}, {"d v", rc.dv, rr.dv, n_v(&dc)},
-        {"d f", rc.df, rr.df, n_qk(&dc)},     {"d b_logit", rc.db, rr.db, n_b(&dc)},
+    struct {
+        const char *n;
+        const float *a, *b;
+        size_t len;
+    } g[] = {
+        {"o", rc.o, rr.o, n_v(&dc)},     {"d q_raw", rc.dq, rr.dq, n_qk(&dc)}, {"d k_raw", rc.dk, rr.dk, n_qk(&dc)},
+        {"d v", rc.dv, rr.dv, n_v(&dc)}, {"d f", rc.df, rr.df, n_qk(&dc)},     {"d b_logit", rc.db, rr.db, n_b(&dc)},
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         snprintf(name, sizeof name, "chunked vs recurrent %s", g[i].n);
@@ -259,8 +267,8 @@ static void test_case(const case_t *c) {
     param_grad_scales(&dc, &in, rr.df, NULL, scA, scDt);
     double *fdA = fd_grad(&dc, x, IN_A, dO);
     T_REL("chunked vs recurrent d A_log (/ sum|terms|)", scaled_err(rc.dA_log, NULL, rr.dA_log, scA, c->H), 2e-6);
-    T_REL("chunked vs recurrent d dt_bias (/ sum|terms|)",
-          scaled_err(rc.ddt, NULL, rr.ddt, scDt, (size_t)c->H * c->K), 2e-6);
+    T_REL("chunked vs recurrent d dt_bias (/ sum|terms|)", scaled_err(rc.ddt, NULL, rr.ddt, scDt, (size_t)c->H * c->K),
+          2e-6);
     T_REL("chunked d A_log vs FD (/ sum|terms|)", scaled_err(rc.dA_log, fdA, NULL, scA, c->H), 2e-6);
     T_REL("recurrent d A_log vs FD (/ sum|terms|)", scaled_err(rr.dA_log, fdA, NULL, scA, c->H), 2e-6);
     free(fdA), free(scA), free(scDt);
@@ -305,7 +313,8 @@ static void test_state(const case_t *c, int T1) {
     float *in1[5], *in2[5];
     const float *src[5] = {in.q, in.k, in.v, in.f, in.b};
     int width[5] = {d.K, d.K, d.V, d.K, 1};
-    for (int i = 0; i < 5; i++) in1[i] = time_slice(src[i], &d, 0, T1, width[i]), in2[i] = time_slice(src[i], &d, T1, d2.T, width[i]);
+    for (int i = 0; i < 5; i++)
+        in1[i] = time_slice(src[i], &d, 0, T1, width[i]), in2[i] = time_slice(src[i], &d, T1, d2.T, width[i]);
     double *ref2 = kda_malloc(sizeof(double) * d.B * d2.T * d.H * d.V); // the reference rows of part 2
     for (int b = 0; b < d.B; b++)
         memcpy(ref2 + (size_t)b * d2.T * d.H * d.V, ref + ((size_t)b * d.T + T1) * d.H * d.V,
@@ -367,10 +376,9 @@ static void test_written_and_accumulate(kda_core_algo algo) {
     core_in in = make_inputs(&d, 0, 1);
     float *dO = randn(n_v(&d), 0, 1);
     core_out r = run(&d, &in, dO);
-    int ok = all_finite(r.o, n_v(&d)) && all_finite(r.saved, kda_core_saved_floats(&d)) &&
-             all_finite(r.dq, n_qk(&d)) && all_finite(r.dk, n_qk(&d)) && all_finite(r.dv, n_v(&d)) &&
-             all_finite(r.df, n_qk(&d)) && all_finite(r.db, n_b(&d)) && all_finite(r.dA_log, d.H) &&
-             all_finite(r.ddt, (size_t)d.H * d.K);
+    int ok = all_finite(r.o, n_v(&d)) && all_finite(r.saved, kda_core_saved_floats(&d)) && all_finite(r.dq, n_qk(&d)) &&
+        all_finite(r.dk, n_qk(&d)) && all_finite(r.dv, n_v(&d)) && all_finite(r.df, n_qk(&d)) &&
+        all_finite(r.db, n_b(&d)) && all_finite(r.dA_log, d.H) && all_finite(r.ddt, (size_t)d.H * d.K);
     T_CHECK(ok, "%s: every output and saved element written (NaN poison gone)", algo_name(algo));
     float *A1 = kda_malloc(sizeof(float) * d.H), *dt1 = kda_malloc(sizeof(float) * d.H * d.K);
     memcpy(A1, r.dA_log, sizeof(float) * d.H);
@@ -388,9 +396,9 @@ static void test_written_and_accumulate(kda_core_algo algo) {
 
 static int same_bits(const core_out *a, const core_out *b, const kda_core_dims *d) {
     return !memcmp(a->o, b->o, n_v(d) * 4) && !memcmp(a->dq, b->dq, n_qk(d) * 4) &&
-           !memcmp(a->dk, b->dk, n_qk(d) * 4) && !memcmp(a->dv, b->dv, n_v(d) * 4) &&
-           !memcmp(a->df, b->df, n_qk(d) * 4) && !memcmp(a->db, b->db, n_b(d) * 4) &&
-           !memcmp(a->dA_log, b->dA_log, (size_t)d->H * 4) && !memcmp(a->ddt, b->ddt, (size_t)d->H * d->K * 4);
+        !memcmp(a->dk, b->dk, n_qk(d) * 4) && !memcmp(a->dv, b->dv, n_v(d) * 4) && !memcmp(a->df, b->df, n_qk(d) * 4) &&
+        !memcmp(a->db, b->db, n_b(d) * 4) && !memcmp(a->dA_log, b->dA_log, (size_t)d->H * 4) &&
+        !memcmp(a->ddt, b->ddt, (size_t)d->H * d->K * 4);
 }
 
 static void test_threads(kda_core_algo algo) {
@@ -441,9 +449,9 @@ static void time_300m(kda_core_algo algo) {
 int main(void) {
     kda_rng_seed(&R, t_seed());
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
-    test_state(&cases[0], 70);  // split inside a chunk
-    test_state(&cases[1], 32);  // at a chunk boundary (C=16)
-    test_state(&cases[5], 1);   // one token, then the rest; strong decay
+    test_state(&cases[0], 70); // split inside a chunk
+    test_state(&cases[1], 32); // at a chunk boundary (C=16)
+    test_state(&cases[5], 1);  // one token, then the rest; strong decay
     test_fd(0, 1, "realistic gates");
     test_fd(6, 8, "strong decay");
     printf("-- poison, accumulation, threads\n");

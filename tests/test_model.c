@@ -41,7 +41,9 @@ static void perturb_params(kda_model *m, kda_rng *r) {
     // move every parameter off its init so that no gradient is trivially zero
     for (int i = 0; i < m->n_params; i++) {
         kda_param *p = &m->params[i];
-        double sd = strstr(p->name, "norm") ? 0.2 : (strstr(p->name, "A_log") || strstr(p->name, "dt_bias")) ? 0.3 : 0.1;
+        double sd = strstr(p->name, "norm")                            ? 0.2
+            : (strstr(p->name, "A_log") || strstr(p->name, "dt_bias")) ? 0.3
+                                                                       : 0.1;
         for (size_t j = 0; j < p->numel; j++) m->master[p->offset + j] += (float)(sd * kda_rng_normal(r));
     }
 }

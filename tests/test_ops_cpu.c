@@ -144,8 +144,21 @@ static void test_rmsnorm(void) {
     double *twice = kda_malloc(N * d * sizeof(double));
     for (int i = 0; i < N * d; i++) twice[i] = 2.0 * gx[i];
     T_REL("rmsnorm bwd accumulate", rel_d(dx2, twice, N * d), 1e-5);
-    free(x); free(w); free(y); free(rstd); free(dy); free(dx); free(dw); free(dx2); free(twice);
-    free(in[0]); free(in[1]); free(ref); free(dyd); free(gx); free(gw);
+    free(x);
+    free(w);
+    free(y);
+    free(rstd);
+    free(dy);
+    free(dx);
+    free(dw);
+    free(dx2);
+    free(twice);
+    free(in[0]);
+    free(in[1]);
+    free(ref);
+    free(dyd);
+    free(gx);
+    free(gw);
 }
 
 static void test_gnorm(void) {
@@ -165,9 +178,21 @@ static void test_gnorm(void) {
     T_REL("gated rmsnorm bwd d_o", rel_d(d_o, g0, Rr * V), 1e-5);
     T_REL("gated rmsnorm bwd d_gate", rel_d(du, g1, Rr * V), 1e-5);
     T_REL("gated rmsnorm bwd d_w", rel_d(dw, g2, V), 1e-5);
-    free(o); free(u); free(w); free(y); free(rs); free(dy); free(d_o); free(du); free(dw);
+    free(o);
+    free(u);
+    free(w);
+    free(y);
+    free(rs);
+    free(dy);
+    free(d_o);
+    free(du);
+    free(dw);
     for (int i = 0; i < 3; i++) free(in[i]);
-    free(ref); free(dyd); free(g0); free(g1); free(g2);
+    free(ref);
+    free(dyd);
+    free(g0);
+    free(g1);
+    free(g2);
 }
 
 static void test_linear(void) {
@@ -186,9 +211,20 @@ static void test_linear(void) {
     T_REL("linear bwd dx", rel_d(dx, g0, N * I), 1e-5);
     T_REL("linear bwd dW", rel_d(dW, g1, Oo * I), 1e-5);
     T_REL("linear bwd dbias", rel_d(db, g2, Oo), 1e-5);
-    free(x); free(W); free(b); free(y); free(dy); free(dx); free(dW); free(db);
+    free(x);
+    free(W);
+    free(b);
+    free(y);
+    free(dy);
+    free(dx);
+    free(dW);
+    free(db);
     for (int i = 0; i < 3; i++) free(in[i]);
-    free(ref); free(dyd); free(g0); free(g1); free(g2);
+    free(ref);
+    free(dyd);
+    free(g0);
+    free(g1);
+    free(g2);
 }
 
 static void test_conv(void) {
@@ -206,8 +242,18 @@ static void test_conv(void) {
     double *g0 = fd_grad(ref_conv, in, 0, sz, n, dyd, dm), *g1 = fd_grad(ref_conv, in, 1, sz, n, dyd, dm);
     T_REL("short conv + SiLU bwd dx", rel_d(dx, g0, n), 1e-5);
     T_REL("short conv + SiLU bwd dw", rel_d(dw, g1, C * W), 1e-5);
-    free(x); free(w); free(y); free(dy); free(dx); free(dw);
-    free(in[0]); free(in[1]); free(ref); free(dyd); free(g0); free(g1);
+    free(x);
+    free(w);
+    free(y);
+    free(dy);
+    free(dx);
+    free(dw);
+    free(in[0]);
+    free(in[1]);
+    free(ref);
+    free(dyd);
+    free(g0);
+    free(g1);
 }
 
 static void test_swiglu(void) {
@@ -224,8 +270,18 @@ static void test_swiglu(void) {
     double *g0 = fd_grad(ref_swiglu, in, 0, sz, n, dzd, dm), *g1 = fd_grad(ref_swiglu, in, 1, sz, n, dzd, dm);
     T_REL("swiglu bwd d_gate", rel_d(dg, g0, n), 1e-5);
     T_REL("swiglu bwd d_up", rel_d(du, g1, n), 1e-5);
-    free(g); free(u); free(z); free(dz); free(dg); free(du);
-    free(in[0]); free(in[1]); free(ref); free(dzd); free(g0); free(g1);
+    free(g);
+    free(u);
+    free(z);
+    free(dz);
+    free(dg);
+    free(du);
+    free(in[0]);
+    free(in[1]);
+    free(ref);
+    free(dzd);
+    free(g0);
+    free(g1);
 }
 
 static void test_embed_ce(void) {
@@ -272,8 +328,19 @@ static void test_embed_ce(void) {
             lr_[n * NV + v] = a;
         }
     T_REL("lm_head logits", rel_d(logits, lr_, 2 * NV), 1e-6);
-    free(E); free(out); free(dout); free(dE); free(ref); free(x); free(dx); free(dE2);
-    free(in[0]); free(in[1]); free(g0); free(g1); free(logits);
+    free(E);
+    free(out);
+    free(dout);
+    free(dE);
+    free(ref);
+    free(x);
+    free(dx);
+    free(dE2);
+    free(in[0]);
+    free(in[1]);
+    free(g0);
+    free(g1);
+    free(logits);
 }
 
 static void test_optim_ops(void) {
@@ -298,7 +365,13 @@ static void test_optim_ops(void) {
     T_CHECK(!O->has_nonfinite(g, n), "has_nonfinite false on finite data");
     g[n / 2] = INFINITY;
     T_CHECK(O->has_nonfinite(g, n), "has_nonfinite finds an Inf");
-    free(p); free(g); free(m); free(v); free(pr); free(mr); free(vr);
+    free(p);
+    free(g);
+    free(m);
+    free(v);
+    free(pr);
+    free(mr);
+    free(vr);
 }
 
 int main(void) {

@@ -16,7 +16,6 @@
 
 #define DATA "tests/data/parquet/"
 
-
 // NAME.expect: "<length>\n<bytes>\n" per non-null value.
 static void check_fixture(const char *name, uint64_t rows) {
     char pq[256], ex[256];
@@ -33,7 +32,9 @@ static void check_fixture(const char *name, uint64_t rows) {
         char *nl = memchr(q, '\n', (size_t)(end - q));
         size_t want = nl ? strtoul((char *)q, NULL, 10) : (size_t)-1;
         if (!nl || want != n || (size_t)(end - (unsigned char *)nl) < n + 2 || memcmp(nl + 1, s, n)) {
-            if (same) printf("    first difference at value %llu (length %zu, expected %zu)\n", (unsigned long long)count, n, want);
+            if (same)
+                printf("    first difference at value %llu (length %zu, expected %zu)\n", (unsigned long long)count, n,
+                       want);
             same = 0;
             break;
         }
@@ -44,8 +45,8 @@ static void check_fixture(const char *name, uint64_t rows) {
     same &= q == end;
     T_CHECK(same, "%-26s %4llu values (%6llu bytes) equal pyarrow's, in row order", name, (unsigned long long)count,
             (unsigned long long)bytes);
-    T_CHECK(kda_parquet_num_rows(p) == rows && kda_parquet_nulls(p) + count == rows &&
-                kda_parquet_bytes_done(p) > 0 && kda_parquet_bytes_done(p) < kda_parquet_file_bytes(p),
+    T_CHECK(kda_parquet_num_rows(p) == rows && kda_parquet_nulls(p) + count == rows && kda_parquet_bytes_done(p) > 0 &&
+                kda_parquet_bytes_done(p) < kda_parquet_file_bytes(p),
             "%-26s %llu rows = values + %llu nulls; progress %llu of %llu bytes", name,
             (unsigned long long)kda_parquet_num_rows(p), (unsigned long long)kda_parquet_nulls(p),
             (unsigned long long)kda_parquet_bytes_done(p), (unsigned long long)kda_parquet_file_bytes(p));
@@ -148,7 +149,8 @@ int main(void) {
             runs++;
             if ((c.status != 0 && c.status != 1) || strstr(c.err, "Sanitizer") || strstr(c.err, "runtime error")) {
                 crashes++;
-                printf("    crash (status %d) on damaged %s, replay with KDA_TEST_SEED=%lu\n", c.status, victims[v], seed);
+                printf("    crash (status %d) on damaged %s, replay with KDA_TEST_SEED=%lu\n", c.status, victims[v],
+                       seed);
             }
             died += c.status == 1;
         }

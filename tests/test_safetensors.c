@@ -51,7 +51,9 @@ static void write_file(const char *path, uint64_t hlen, const char *h, size_t hb
 }
 
 // Header h (its exact length stored) followed by ndata bytes.
-static void write_hdr(const char *path, const char *h, size_t ndata) { write_file(path, strlen(h), h, strlen(h), ndata); }
+static void write_hdr(const char *path, const char *h, size_t ndata) {
+    write_file(path, strlen(h), h, strlen(h), ndata);
+}
 
 static void expect_reject(const char *label, const char *path, const char *want) {
     char err[1024] = "";
@@ -118,7 +120,8 @@ static void test_round_trip(kda_rng *rng) {
     int order = 1;
     for (int i = 0; i < f->n && i < n; i++) order &= !strcmp(f->entries[i].name, t[i].name);
     const unsigned char *base = (const unsigned char *)f->map + 8 + hlen;
-    for (int i = 1; i < f->n; i++) order &= f->entries[i].data == (const unsigned char *)f->entries[i - 1].data + f->entries[i - 1].nbytes;
+    for (int i = 1; i < f->n; i++)
+        order &= f->entries[i].data == (const unsigned char *)f->entries[i - 1].data + f->entries[i - 1].nbytes;
     T_CHECK(order && f->entries[0].data == base, "tensors in the order given, contiguous from offset 0");
     T_CHECK(kda_st_meta(f, "format") && !strcmp(kda_st_meta(f, "format"), "pt"), "metadata format = pt");
 
@@ -142,7 +145,8 @@ static void test_round_trip(kda_rng *rng) {
     uint16_t b0, b1;
     memcpy(&b0, (const unsigned char *)e->data, 2);
     memcpy(&b1, (const unsigned char *)e->data + 2, 2);
-    T_CHECK(b0 == 0x3f80 && b1 == 0x3f82, "RNE ties: 0x3f808000 -> 0x3f80, 0x3f818000 -> 0x3f82 (got %04x %04x)", b0, b1);
+    T_CHECK(b0 == 0x3f80 && b1 == 0x3f82, "RNE ties: 0x3f808000 -> 0x3f80, 0x3f818000 -> 0x3f82 (got %04x %04x)", b0,
+            b1);
 
     e = kda_st_find(f, "i32");
     ok = e && e->dtype == KDA_ST_I32 && e->numel == NI;
@@ -224,7 +228,8 @@ static void test_hostile(void) {
     expect_reject("header length > 100 MB", path, "over the 100000000-byte limit");
     write_file(path, UINT64_MAX, "{}", 2, 0);
     expect_reject("header length 2^64-1", path, "over the");
-    expect_reject_hdr("invalid UTF-8", "{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 4, "not valid UTF-8");
+    expect_reject_hdr("invalid UTF-8", "{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 4,
+                      "not valid UTF-8");
     expect_reject_hdr("overlong UTF-8", "{\"\xc0\xaf\":1}", 0, "not valid UTF-8");
     expect_reject_hdr("truncated JSON", "{\"a\":{\"dtype\":\"F32\"", 0, "not valid JSON");
     expect_reject_hdr("not JSON", "hello world", 0, "not valid JSON");
@@ -257,17 +262,19 @@ static void test_hostile(void) {
     expect_reject_hdr("overflowing shape",
                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,8],\"data_offsets\":[0,0]}}", 0,
                       "overflows");
-    expect_reject_hdr("overflowing bytes", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",
-                      0, "byte count overflows");
+    expect_reject_hdr("overflowing bytes",
+                      "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}", 0,
+                      "byte count overflows");
     expect_reject_hdr("5 dims", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
                       "5 dimensions");
     expect_reject_hdr("bytes != numel*size", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
                       "data_offsets give 4 bytes, but shape x F32 needs 8");
     expect_reject_hdr("offsets past the data", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
                       "run past the end of the data section (8 bytes)");
-    expect_reject_hdr("huge offsets",
-                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,9223372036854775804]}}",
-                      4, "run past the end");
+    expect_reject_hdr(
+        "huge offsets",
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,9223372036854775804]}}", 4,
+        "run past the end");
     expect_reject_hdr("decreasing offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,0]}}", 4,
                       "negative or decreasing");
     expect_reject_hdr("negative offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 4,
@@ -287,7 +294,8 @@ static void test_hostile(void) {
     expect_reject_hdr("data not covered", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8,
                       "cover only 4");
     expect_reject_hdr("metadata not an object", "{\"__metadata__\":[1]}", 0, "\"__metadata__\" is not a JSON object");
-    expect_reject_hdr("metadata value a number", "{\"__metadata__\":{\"format\":1}}", 0, "value of 'format' is not a string");
+    expect_reject_hdr("metadata value a number", "{\"__metadata__\":{\"format\":1}}", 0,
+                      "value of 'format' is not a string");
     path_in(p2, sizeof p2, "missing.safetensors");
     expect_reject("missing file", p2, "cannot open");
     expect_reject("a directory", dir, "not a regular file");

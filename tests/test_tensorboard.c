@@ -117,9 +117,10 @@ int main(void) {
         if (off + 12 + len + 4 > n) break;
         uint32_t c2 = (uint32_t)rd_le(buf + off + 12 + len, 4);
         crc_ok += c1 == kda_tb_masked_crc(kda_crc32c(buf + off, 8)) &&
-                  c2 == kda_tb_masked_crc(kda_crc32c(buf + off + 12, len));
+            c2 == kda_tb_masked_crc(kda_crc32c(buf + off + 12, len));
         decode(buf + off + 12, len, &e);
-        if (records == 0) fields_ok += e.has_version && e.wall > 1.6e9;
+        if (records == 0)
+            fields_ok += e.has_version && e.wall > 1.6e9;
         else {
             int s = (records - 1) / 3 + 1, t = (records - 1) % 3;
             fields_ok += e.has_step && e.step == s * 10 && !strcmp(e.tag, tags[t]) && e.value == (float)(1.0 / (s + t));
@@ -133,7 +134,8 @@ int main(void) {
     T_CHECK(fields_ok == records, "version, steps, tags and values right in %d of %d records", fields_ok, records);
     buf[20] ^= 1; // a flipped bit breaks the first record's data CRC
     uint64_t len0 = rd_le(buf, 8);
-    T_CHECK(rd_le(buf + 12 + len0, 4) != kda_tb_masked_crc(kda_crc32c(buf + 12, len0)), "a flipped bit shows in the CRC");
+    T_CHECK(rd_le(buf + 12 + len0, 4) != kda_tb_masked_crc(kda_crc32c(buf + 12, len0)),
+            "a flipped bit shows in the CRC");
     free(buf);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -133,8 +133,8 @@ static void test_basics(const kda_tokenizer *t, kda_tok_ctx *c) {
             "token_to_id: specials, byte-level strings, unknown -> -1");
     size_t len;
     const char *p = kda_tok_piece(t, 1917, &len);
-    T_CHECK(p && len == 6 && !memcmp(p, " world", 6) && !kda_tok_piece(t, 128256, &len) && kda_tok_is_special(t, 128009) &&
-                !kda_tok_is_special(t, 1917),
+    T_CHECK(p && len == 6 && !memcmp(p, " world", 6) && !kda_tok_piece(t, 128256, &len) &&
+                kda_tok_is_special(t, 128009) && !kda_tok_is_special(t, 1917),
             "piece(1917) == \" world\"; out-of-range id has no piece; is_special");
     int32_t bad_ids[] = {9906, -1, 128256, 0};
     kda_tok_bytes b = {0};
@@ -150,10 +150,13 @@ static void test_invalid_utf8(kda_tok_ctx *c) {
         const char *in, *want;
     } cases[] = {
         {"\xff", "\xEF\xBF\xBD"},
-        {"a\xE2\x82" "b", "a\xEF\xBF\xBD" "b"},                     // truncated 3-byte: one U+FFFD
-        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},   // surrogate: three
-        {"\xF0\x9F\x98", "\xEF\xBF\xBD"},                           // truncated emoji: one
-        {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},                   // overlong: two
+        {"a\xE2\x82"
+         "b",
+         "a\xEF\xBF\xBD"
+         "b"},                                                                    // truncated 3-byte: one U+FFFD
+        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},                 // surrogate: three
+        {"\xF0\x9F\x98", "\xEF\xBF\xBD"},                                         // truncated emoji: one
+        {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},                                 // overlong: two
         {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, // > U+10FFFF: four
         {"\xE0\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
         {"x\x80\x80y\xF0\x9F\x98\x80", "x\xEF\xBF\xBD\xEF\xBF\xBDy\xF0\x9F\x98\x80"},
@@ -225,8 +228,22 @@ static void test_bpe_paths(const kda_tokenizer *t, kda_tok_ctx *c, kda_rng *rng)
 
 // Random bytes: never a crash; decode(encode(x)) == x with invalid UTF-8 repaired.
 static void test_random_bytes(const kda_tokenizer *t, kda_tok_ctx *c, kda_rng *rng, int rounds) {
-    static const char *frag[] = {"<|eot_id|>", "<|begin_of_text|>", "<|", "|>", "'s", "'LL", " ", "\n", "\r\n",
-                                 "  ", "\t", "123456", "\xF0\x9F\x98\x80", "\xE2\x80\xAF", "\xC2\x85", "\xE1\xA0\x8E"};
+    static const char *frag[] = {"<|eot_id|>",
+                                 "<|begin_of_text|>",
+                                 "<|",
+                                 "|>",
+                                 "'s",
+                                 "'LL",
+                                 " ",
+                                 "\n",
+                                 "\r\n",
+                                 "  ",
+                                 "\t",
+                                 "123456",
+                                 "\xF0\x9F\x98\x80",
+                                 "\xE2\x80\xAF",
+                                 "\xC2\x85",
+                                 "\xE1\xA0\x8E"};
     int bad = 0;
     kda_tok_bytes s = {0}, want = {0}, got = {0};
     kda_tok_ids ids = {0};
@@ -239,7 +256,9 @@ static void test_random_bytes(const kda_tokenizer *t, kda_tok_ctx *c, kda_rng *r
                 const char *f = frag[kda_rng_below(rng, sizeof frag / sizeof frag[0])];
                 kda_tok_bytes_append(&s, f, strlen(f));
             } else {
-                char b = (char)(k < 6 ? kda_rng_below(rng, 256) : k < 8 ? 0x80 + kda_rng_below(rng, 0x80) : 0x20 + kda_rng_below(rng, 0x5f));
+                char b = (char)(k < 6       ? kda_rng_below(rng, 256)
+                                    : k < 8 ? 0x80 + kda_rng_below(rng, 0x80)
+                                            : 0x20 + kda_rng_below(rng, 0x5f));
                 kda_tok_bytes_append(&s, &b, 1);
             }
         }

@@ -12,11 +12,22 @@
 #define KDA_TEST_SKIP 77
 
 static int t_pass, t_fail;
-#define T_CHECK(cond, ...) do { \
-    if (cond) { t_pass++; printf("  ok    "); } else { t_fail++; printf("  FAIL  "); } \
-    printf(__VA_ARGS__); printf("%s\n", (cond) ? "" : "   <-- (" __FILE__ ")"); fflush(stdout); } while (0)
+#define T_CHECK(cond, ...)                                                                                             \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            t_pass++;                                                                                                  \
+            printf("  ok    ");                                                                                        \
+        } else {                                                                                                       \
+            t_fail++;                                                                                                  \
+            printf("  FAIL  ");                                                                                        \
+        }                                                                                                              \
+        printf(__VA_ARGS__);                                                                                           \
+        printf("%s\n", (cond) ? "" : "   <-- (" __FILE__ ")");                                                         \
+        fflush(stdout);                                                                                                \
+    } while (0)
 // rel err check: prints the measured value and the bound
-#define T_REL(name, err, tol) T_CHECK((err) <= (tol), "%-48s rel err %.3e (<= %.1e)", name, (double)(err), (double)(tol))
+#define T_REL(name, err, tol)                                                                                          \
+    T_CHECK((err) <= (tol), "%-48s rel err %.3e (<= %.1e)", name, (double)(err), (double)(tol))
 static inline int t_done(const char *name) {
     printf("%s: %d passed, %d failed\n", name, t_pass, t_fail);
     return t_fail ? 1 : 0;

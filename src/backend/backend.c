@@ -16,8 +16,10 @@ const kda_ops *kda_pick_backend(const char *device) {
     if (!strcmp(device, "cpu")) return kda_ops_cpu();
     const kda_ops *cu = kda_ops_cuda(&why);
     if (cu) return cu;
-    if (!strcmp(device, "cuda")) kda_die("device 'cuda' requested but unavailable: %s; use --device cpu", why ? why : "unknown reason");
-    snprintf(backend_reason, sizeof backend_reason, "device auto fell back to the CPU: %s", why ? why : "no usable GPU");
+    if (!strcmp(device, "cuda"))
+        kda_die("device 'cuda' requested but unavailable: %s; use --device cpu", why ? why : "unknown reason");
+    snprintf(backend_reason, sizeof backend_reason, "device auto fell back to the CPU: %s",
+             why ? why : "no usable GPU");
     return kda_ops_cpu();
 }
 

@@ -9,7 +9,10 @@
 #include <time.h>
 
 #define MAX_HOOKS 16
-static struct { kda_cleanup_fn fn; void *arg; } hooks[MAX_HOOKS];
+static struct {
+    kda_cleanup_fn fn;
+    void *arg;
+} hooks[MAX_HOOKS];
 static int n_hooks;
 
 void kda_on_die(kda_cleanup_fn fn, void *arg) {
@@ -170,7 +173,8 @@ uint64_t kda_rng_below(kda_rng *r, uint64_t n) {
     // Lemire-free simple rejection to stay exact and portable.
     uint64_t lim = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = kda_rng_u64(r); while (x >= lim);
+    do x = kda_rng_u64(r);
+    while (x >= lim);
     return x % n;
 }
 

@@ -22,7 +22,10 @@
 KDA_NORETURN void kda_die(const char *fmt, ...) KDA_PRINTF(1, 2);
 // Same, with the source location of an internal failure appended.
 KDA_NORETURN void kda_die_at(const char *file, int line, const char *fmt, ...) KDA_PRINTF(3, 4);
-#define KDA_CHECK(cond, ...) do { if (!(cond)) kda_die_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define KDA_CHECK(cond, ...)                                                                                           \
+    do {                                                                                                               \
+        if (!(cond)) kda_die_at(__FILE__, __LINE__, __VA_ARGS__);                                                      \
+    } while (0)
 
 // Testing hook (fuzzers): when set, kda_die runs the cleanup hooks and longjmps to *jb
 // instead of exiting. NULL restores exiting.
@@ -34,7 +37,7 @@ typedef void (*kda_cleanup_fn)(void *arg);
 void kda_on_die(kda_cleanup_fn fn, void *arg);
 void kda_on_die_remove(kda_cleanup_fn fn, void *arg);
 
-void *kda_malloc(size_t bytes);              // dies with the size on failure
+void *kda_malloc(size_t bytes); // dies with the size on failure
 void *kda_calloc(size_t n, size_t size);
 void *kda_realloc(void *p, size_t bytes);
 char *kda_strdup(const char *s);
@@ -51,22 +54,30 @@ void kda_path(char *dst, size_t size, const char *fmt, ...) KDA_PRINTF(3, 4);
 double kda_now(void); // monotonic seconds
 
 // Deterministic RNG.
-typedef struct { uint64_t s[4]; } kda_rng;
+typedef struct {
+    uint64_t s[4];
+} kda_rng;
 void kda_rng_seed(kda_rng *r, uint64_t seed);
 uint64_t kda_rng_u64(kda_rng *r);
-double kda_rng_uniform(kda_rng *r);               // [0, 1), 53 random bits
-double kda_rng_normal(kda_rng *r);                // N(0,1), Box-Muller (no cached second draw)
-uint64_t kda_rng_below(kda_rng *r, uint64_t n);   // uniform in [0, n)
+double kda_rng_uniform(kda_rng *r);             // [0, 1), 53 random bits
+double kda_rng_normal(kda_rng *r);              // N(0,1), Box-Muller (no cached second draw)
+uint64_t kda_rng_below(kda_rng *r, uint64_t n); // uniform in [0, n)
 
 // bf16 helpers (round to nearest even), shared by CPU code and tests.
 static inline uint16_t kda_f32_to_bf16(float f) {
-    union { float f; uint32_t u; } x = {f};
+    union {
+        float f;
+        uint32_t u;
+    } x = {f};
     if ((x.u & 0x7f800000u) == 0x7f800000u && (x.u & 0x7fffffu)) return (uint16_t)((x.u >> 16) | 0x40);
     uint32_t r = 0x7fffu + ((x.u >> 16) & 1u);
     return (uint16_t)((x.u + r) >> 16);
 }
 static inline float kda_bf16_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } x = {(uint32_t)h << 16};
+    union {
+        uint32_t u;
+        float f;
+    } x = {(uint32_t)h << 16};
     return x.f;
 }
 

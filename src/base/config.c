@@ -26,6 +26,7 @@
 // The key table (config_impl.h): every field of kda_config, in the order kda_config_write_yaml
 // writes them.
 
+// clang-format off
 #define OFF(f) offsetof(kda_config, f)
 #define KI(f, sec) {#f, K_INT, OFF(f), 0, 0, 0, 0, sec}
 #define KN(f, nullv, sec) {#f, K_INT, OFF(f), 0, 0, 1, nullv, sec}
@@ -34,6 +35,7 @@
 #define KB(f, sec) {#f, K_BOOL, OFF(f), 0, 0, 0, 0, sec}
 #define KS(f, sec) {#f, K_STR, OFF(f), sizeof(((kda_config *)0)->f), 0, 0, 0, sec}
 #define KP(f, n, sec) {#f, K_PATHS, OFF(f), sizeof(((kda_config *)0)->f[0]), OFF(n), 0, 0, sec}
+// clang-format on
 
 static const char SEC_MODEL[] = "model (FLA KDAConfig field names; kda-model.md §1)";
 static const char SEC_DERIVED[] = "derived from the keys above (informational: kda_config_finalize recomputes them)";
@@ -214,7 +216,8 @@ static int as_number(const scalar *s, double *out) {
 static void set_string(const origin *o, const key_def *k, const scalar *s, char *dst, size_t cap) {
     const char *t = is_null(s) ? "" : s->text;
     size_t n = strlen(t);
-    if (n >= cap) bad(o, s->line, s->col, "key '%s': value is %zu characters long, at most %zu fit", k->name, n, cap - 1);
+    if (n >= cap)
+        bad(o, s->line, s->col, "key '%s': value is %zu characters long, at most %zu fit", k->name, n, cap - 1);
     memset(dst, 0, cap);
     memcpy(dst, t, n);
 }
@@ -232,13 +235,15 @@ static void apply_scalar(kda_config *c, const key_def *k, const scalar *s, const
             return;
         }
         if (!as_integer(s, &v))
-            bad(o, s->line, s->col, "key '%s': expected an integer%s, got '%s'%s", k->name, k->nullable ? " or null" : "",
-                s->text, QUOTED_HINT(s));
+            bad(o, s->line, s->col, "key '%s': expected an integer%s, got '%s'%s", k->name,
+                k->nullable ? " or null" : "", s->text, QUOTED_HINT(s));
         long long lo = k->type == K_INT ? -2147483647LL - 1 : -9223372036854775807LL - 1;
         long long hi = k->type == K_INT ? 2147483647LL : 9223372036854775807LL;
         if (v < lo || v > hi) bad(o, s->line, s->col, "key '%s': %s is out of range", k->name, s->text);
-        if (k->type == K_INT) *(int *)field = (int)v;
-        else *(long *)field = (long)v;
+        if (k->type == K_INT)
+            *(int *)field = (int)v;
+        else
+            *(long *)field = (long)v;
         return;
     }
     case K_DOUBLE: {
@@ -320,8 +325,8 @@ KDA_NORETURN static void unknown_key(const origin *o, const char *name, size_t l
 // Applying libyaml nodes.
 
 static scalar node_scalar(const yaml_node_t *n, const char *key, const origin *o) {
-    scalar s = {(const char *)n->data.scalar.value, n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE,
-                n->start_mark.line, n->start_mark.column};
+    scalar s = {(const char *)n->data.scalar.value, n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE, n->start_mark.line,
+                n->start_mark.column};
     if (strlen(s.text) != n->data.scalar.length) bad(o, s.line, s.col, "key '%s': value contains a NUL character", key);
     return s;
 }
@@ -336,7 +341,10 @@ static void apply_ignored(const ignored_key *ig, yaml_node_t *v, const origin *o
     if (v->type != YAML_SCALAR_NODE) {
         if (ig->rule == IG_BOOL) bad(o, line, col, "key '%s': expected true or false, got %s", ig->name, node_kind(v));
         bad(o, line, col, "key '%s' must be %s, got %s: %s", ig->name,
-            ig->rule == IG_NULL ? "null" : ig->rule == IG_FALSE ? "false" : ig->must_be, node_kind(v), ig->why);
+            ig->rule == IG_NULL        ? "null"
+                : ig->rule == IG_FALSE ? "false"
+                                       : ig->must_be,
+            node_kind(v), ig->why);
     }
     scalar s = node_scalar(v, ig->name, o);
     switch (ig->rule) {
@@ -393,12 +401,13 @@ KDA_NORETURN static void yaml_failure(const yaml_parser_t *p, const origin *o) {
         // reader errors carry a byte offset, not a line
         int input = !strcmp(problem, "input error"); // fread failed (e.g. the path is a directory)
         if (o->file && input) kda_die("%s: cannot read the config file: %s", o->file, strerror(errno));
-        if (o->file) kda_die("%s: cannot read the file as UTF-8 YAML: %s (at byte %zu)", o->file, problem, p->problem_offset);
+        if (o->file)
+            kda_die("%s: cannot read the file as UTF-8 YAML: %s (at byte %zu)", o->file, problem, p->problem_offset);
         kda_die("--set %s: the value is not valid UTF-8: %s", o->arg, problem);
     }
     if (p->context)
-        bad(o, line, col, "malformed YAML: %s (%s at line %zu, column %zu)", problem, p->context, p->context_mark.line + 1,
-            p->context_mark.column + 1);
+        bad(o, line, col, "malformed YAML: %s (%s at line %zu, column %zu)", problem, p->context,
+            p->context_mark.line + 1, p->context_mark.column + 1);
     bad(o, line, col, "malformed YAML: %s", problem);
 }
 
@@ -493,8 +502,10 @@ void kda_config_set(kda_config *c, const char *key_eq_value) {
     if (!yaml_parser_load(&parser, &doc)) yaml_failure(&parser, &o);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     KDA_CHECK(root, "libyaml returned no node for a non-empty --set value");
-    if (k) apply_node(c, k, &doc, root, &o);
-    else apply_ignored(ig, root, &o);
+    if (k)
+        apply_node(c, k, &doc, root, &o);
+    else
+        apply_ignored(ig, root, &o);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
 }

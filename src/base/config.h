@@ -18,28 +18,28 @@
 
 typedef struct {
     // ---- model (FLA KDAConfig field names) ----
-    int hidden_size;          // d
-    int num_hidden_layers;    // L
-    int num_heads;            // H
-    int num_v_heads;          // HV; 0 in YAML 'null' => H
-    int head_dim;             // K
-    double expand_v;          // Vd = K * expand_v
-    int use_short_conv;       // must be true (the model always has the conv)
-    int conv_size;            // W
-    int intermediate_size;    // F; 0 => derived from hidden_ratio as FLA does
+    int hidden_size;       // d
+    int num_hidden_layers; // L
+    int num_heads;         // H
+    int num_v_heads;       // HV; 0 in YAML 'null' => H
+    int head_dim;          // K
+    double expand_v;       // Vd = K * expand_v
+    int use_short_conv;    // must be true (the model always has the conv)
+    int conv_size;         // W
+    int intermediate_size; // F; 0 => derived from hidden_ratio as FLA does
     double hidden_ratio;
     int vocab_size;
     double norm_eps;
-    int tie_word_embeddings;  // must be true for now
+    int tie_word_embeddings; // must be true for now
     double initializer_range;
     int max_position_embeddings;
-    int allow_neg_eigval;     // must be false
-    int safe_gate;            // must be false
+    int allow_neg_eigval;                         // must be false
+    int safe_gate;                                // must be false
     int bos_token_id, eos_token_id, pad_token_id; // -1 = null
-    char attn_mode[16];       // "chunk" | "fused_recurrent" (FLA names) — training uses kda_algo
+    char attn_mode[16];                           // "chunk" | "fused_recurrent" (FLA names) — training uses kda_algo
     // derived (kda_config_finalize)
-    int head_v_dim;           // Vd
-    int key_dim, value_dim;   // H*K, HV*Vd
+    int head_v_dim;         // Vd
+    int key_dim, value_dim; // H*K, HV*Vd
 
     // ---- training (Megatron / Primus names) ----
     long train_iters;
@@ -47,33 +47,33 @@ typedef struct {
     int global_batch_size;
     int seq_length;
     double lr, min_lr;
-    long lr_warmup_iters, lr_decay_iters;   // lr_decay_iters 0 => train_iters
-    char lr_decay_style[16];                // cosine | linear | constant
+    long lr_warmup_iters, lr_decay_iters; // lr_decay_iters 0 => train_iters
+    char lr_decay_style[16];              // cosine | linear | constant
     double adam_beta1, adam_beta2, adam_eps;
     double weight_decay;
-    double clip_grad;                       // 0 => no clipping
+    double clip_grad; // 0 => no clipping
     long seed;
-    int use_distributed_optimizer;          // ZeRO-1: AdamW state + fp32 masters sharded across ranks
+    int use_distributed_optimizer; // ZeRO-1: AdamW state + fp32 masters sharded across ranks
     int log_interval;
     int eval_interval, eval_iters;
-    char save[KDA_PATH_MAX];                // checkpoint dir ("" = none)
+    char save[KDA_PATH_MAX]; // checkpoint dir ("" = none)
     int save_interval;
     char load[KDA_PATH_MAX];
     int finetune, no_load_optim, no_load_rng;
-    int keep_last_n;                        // checkpoints kept (0 = all)
+    int keep_last_n;                                   // checkpoints kept (0 = all)
     char train_data_path[KDA_MAX_PATHS][KDA_PATH_MAX]; // Megatron style: [w1, p1, w2, p2] or [p1]
     int n_train_data_path;
     char valid_data_path[KDA_MAX_PATHS][KDA_PATH_MAX];
     int n_valid_data_path;
-    char split[64];                         // "969,30,1"
-    char data_format[16];                   // "megatron" (.bin/.idx) | "text" (raw bytes of a text file)
-    char tokenizer_type[32];                // "byte" | "HuggingFaceTokenizer"
-    char tokenizer_model[KDA_PATH_MAX];     // tokenizer.json path
-    int bf16;                               // mixed precision on CUDA
+    char split[64];                     // "969,30,1"
+    char data_format[16];               // "megatron" (.bin/.idx) | "text" (raw bytes of a text file)
+    char tokenizer_type[32];            // "byte" | "HuggingFaceTokenizer"
+    char tokenizer_model[KDA_PATH_MAX]; // tokenizer.json path
+    int bf16;                           // mixed precision on CUDA
     // ---- kda-specific ----
-    char device[16];                        // auto | cpu | cuda
-    char kda_algo[16];                      // chunk | recurrent (CPU core algorithm)
-    int kda_chunk_size;                     // 64
+    char device[16];    // auto | cpu | cuda
+    char kda_algo[16];  // chunk | recurrent (CPU core algorithm)
+    int kda_chunk_size; // 64
     // Megatron's keys: recompute_granularity "" (none) | "selective" (recompute recompute_modules
     // in the backward) | "full" (keep each layer's input only; rerun the layer's forward before
     // its backward). Same numbers, less activation memory. Modules: layernorm (the two RMSNorm
@@ -83,10 +83,10 @@ typedef struct {
     char recompute_granularity[16];
     char recompute_modules[KDA_MAX_PATHS][16];
     int n_recompute_modules;
-    char metrics_file[KDA_PATH_MAX];        // JSON lines ("" = <save>/metrics.jsonl or none)
-    char tensorboard_dir[KDA_PATH_MAX];     // Megatron's key: TensorBoard event files there ("" = none)
-    int num_threads;                        // 0 = all cores (OpenMP)
-    int sample_tokens;                      // tokens generated at the end of training (0 = none)
+    char metrics_file[KDA_PATH_MAX];    // JSON lines ("" = <save>/metrics.jsonl or none)
+    char tensorboard_dir[KDA_PATH_MAX]; // Megatron's key: TensorBoard event files there ("" = none)
+    int num_threads;                    // 0 = all cores (OpenMP)
+    int sample_tokens;                  // tokens generated at the end of training (0 = none)
     char sample_prompt[256];
 } kda_config;
 

@@ -97,22 +97,22 @@ static void check_choice(const char *key, const char *v, const char *const *allo
     if (!one_of(v, allowed)) kda_die("config: %s '%s' is not one of %s", key, v, list);
 }
 
-#define NEED_POS(field)                                                                                  \
-    do {                                                                                                 \
-        if (!(c->field > 0)) kda_die("config: " #field " must be positive, got %g", (double)c->field); \
+#define NEED_POS(field)                                                                                                \
+    do {                                                                                                               \
+        if (!(c->field > 0)) kda_die("config: " #field " must be positive, got %g", (double)c->field);                 \
     } while (0)
-#define NEED_NONNEG(field)                                                                                   \
-    do {                                                                                                     \
-        if (!(c->field >= 0)) kda_die("config: " #field " must be >= 0, got %g", (double)c->field); \
+#define NEED_NONNEG(field)                                                                                             \
+    do {                                                                                                               \
+        if (!(c->field >= 0)) kda_die("config: " #field " must be >= 0, got %g", (double)c->field);                    \
     } while (0)
 
 // Upper bounds on every count and size: a value past them cannot be meant and would hang, crash or
 // overflow somewhere deep (num_threads 100000 crashed inside libgomp). Message: key, value, range.
-#define NEED_RANGE(field, lo, hi, why)                                                                   \
-    do {                                                                                                 \
-        if (!(c->field >= (lo) && c->field <= (hi)))                                                     \
-            kda_die("config: " #field " %.17g is outside the allowed range [%ld, %ld]%s", (double)c->field, \
-                    (long)(lo), (long)(hi), why);                                                        \
+#define NEED_RANGE(field, lo, hi, why)                                                                                 \
+    do {                                                                                                               \
+        if (!(c->field >= (lo) && c->field <= (hi)))                                                                   \
+            kda_die("config: " #field " %.17g is outside the allowed range [%ld, %ld]%s", (double)c->field,            \
+                    (long)(lo), (long)(hi), why);                                                                      \
     } while (0)
 
 static void check_token_id(const char *key, int id, int vocab) {
@@ -179,8 +179,10 @@ static void check_ranges(const kda_config *c) {
     NEED_RANGE(num_threads, 0, 1024, " (0 = all cores)");
     NEED_RANGE(sample_tokens, 0, 1L << 20, "");
     NEED_RANGE(train_iters, 1, 1L << 40, "");
-    if (!(c->adam_beta1 >= 0 && c->adam_beta1 < 1)) kda_die("config: adam_beta1 must be in [0, 1), got %g", c->adam_beta1);
-    if (!(c->adam_beta2 >= 0 && c->adam_beta2 < 1)) kda_die("config: adam_beta2 must be in [0, 1), got %g", c->adam_beta2);
+    if (!(c->adam_beta1 >= 0 && c->adam_beta1 < 1))
+        kda_die("config: adam_beta1 must be in [0, 1), got %g", c->adam_beta1);
+    if (!(c->adam_beta2 >= 0 && c->adam_beta2 < 1))
+        kda_die("config: adam_beta2 must be in [0, 1), got %g", c->adam_beta2);
 }
 
 // The model structure this implementation supports; derives head_v_dim, num_v_heads (null),
@@ -191,16 +193,19 @@ static void finalize_model(kda_config *c) {
         kda_die("config: head_dim %d x expand_v %g = %g is not a whole number; the value head size must be an integer",
                 c->head_dim, c->expand_v, vd);
     c->head_v_dim = (int)nearbyint(vd);
-    if (c->head_dim > 128) kda_die("config: head_dim %d > 128: the KDA kernels support key heads up to 128", c->head_dim);
+    if (c->head_dim > 128)
+        kda_die("config: head_dim %d > 128: the KDA kernels support key heads up to 128", c->head_dim);
     if (c->head_v_dim > 128)
-        kda_die("config: head_v_dim = head_dim %d x expand_v %g = %d > 128: the KDA kernels support value heads up to 128",
-                c->head_dim, c->expand_v, c->head_v_dim);
+        kda_die(
+            "config: head_v_dim = head_dim %d x expand_v %g = %d > 128: the KDA kernels support value heads up to 128",
+            c->head_dim, c->expand_v, c->head_v_dim);
     if (c->num_v_heads < 0) kda_die("config: num_v_heads %d must be positive or null (= num_heads)", c->num_v_heads);
     if (c->num_v_heads == 0) c->num_v_heads = c->num_heads;
     if (c->num_v_heads != c->num_heads)
-        kda_die("config: num_v_heads %d != num_heads %d: grouped value attention (GVA) is not supported; set num_v_heads "
-                "to null",
-                c->num_v_heads, c->num_heads);
+        kda_die(
+            "config: num_v_heads %d != num_heads %d: grouped value attention (GVA) is not supported; set num_v_heads "
+            "to null",
+            c->num_v_heads, c->num_heads);
     c->key_dim = c->num_heads * c->head_dim;
     c->value_dim = c->num_v_heads * c->head_v_dim;
     if (c->intermediate_size == 0) {

@@ -22,8 +22,10 @@ static void write_string(FILE *f, const char *s) {
         case '\t': fputs("\\t", f); break;
         case '\r': fputs("\\r", f); break;
         default:
-            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
-            else fputc(*p, f);
+            if (*p < 0x20 || *p == 0x7f)
+                fprintf(f, "\\x%02x", *p);
+            else
+                fputc(*p, f);
         }
     }
     fputc('"', f);
@@ -59,8 +61,10 @@ void kda_config_write_yaml(const kda_config *c, FILE *f) {
         switch (k->type) {
         case K_INT: {
             int v = *(const int *)field;
-            if (k->nullable && v == k->null_value) fputs("null", f);
-            else fprintf(f, "%d", v);
+            if (k->nullable && v == k->null_value)
+                fputs("null", f);
+            else
+                fprintf(f, "%d", v);
             break;
         }
         case K_LONG: fprintf(f, "%ld", *(const long *)field); break;

@@ -20,7 +20,7 @@ typedef struct {
 
 void kda_mt_seed(kda_mt19937 *mt, uint32_t seed);
 uint32_t kda_mt_next32(kda_mt19937 *mt);
-uint64_t kda_mt_next64(kda_mt19937 *mt);            // two 32-bit draws, the first one high
+uint64_t kda_mt_next64(kda_mt19937 *mt);                 // two 32-bit draws, the first one high
 uint64_t kda_mt_interval(kda_mt19937 *mt, uint64_t max); // uniform in [0, max], numpy's way
 // Shuffle n elements of elem_size bytes in place.
 void kda_mt_shuffle(kda_mt19937 *mt, void *a, size_t n, size_t elem_size);

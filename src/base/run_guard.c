@@ -22,7 +22,8 @@ static void mkdirs(const char *key, const char *dir) {
             kda_die("%s '%s': cannot create folder '%s': %s", key, dir, buf, strerror(errno));
         *p = '/';
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) kda_die("%s '%s': cannot create the folder: %s", key, dir, strerror(errno));
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        kda_die("%s '%s': cannot create the folder: %s", key, dir, strerror(errno));
 }
 
 void kda_guard_dir(const char *key, const char *dir) {
@@ -50,9 +51,12 @@ void kda_guard_file(const char *key, const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         kda_die("%s '%s': '%s' is a file, not a folder; choose another path", key, path, dir);
     mkdirs(key, dir);

@@ -34,14 +34,15 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
     if (peak_tflops > 0)
         printf("  %.1f TFLOP/s achieved | MFU %.1f%% of %.1f TFLOP/s\n", tps * fpt / 1e12,
                100 * tps * fpt / (peak_tflops * 1e12), peak_tflops);
-    else printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
+    else
+        printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
     if (r->has_phases) print_phases(&r->phases);
     const kda_mem_plan *mp = &r->plan;
     size_t state = mp->model.params + mp->model.grads + mp->model.optim;
     size_t before = r->avail.dev_total - r->avail.dev_free, need = kda_mem_plan_backend_need(mp);
     printf("  memory planned: parameters+grads+Adam %.2f GiB, activations %.2f GiB, scratch %.2f GiB, total %.2f GiB",
-           state / 1073741824.0, r->act_bytes / 1073741824.0,
-           (mp->scratch_held + mp->scratch_transient) / 1073741824.0, need / 1073741824.0);
+           state / 1073741824.0, r->act_bytes / 1073741824.0, (mp->scratch_held + mp->scratch_transient) / 1073741824.0,
+           need / 1073741824.0);
     if (r->avail.dev_total)
         printf(" (+ %.2f GiB in use before: %.2f GiB expected in use)", before / 1073741824.0,
                (need + before) / 1073741824.0);
@@ -73,8 +74,10 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ||
             !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--peak-tflops")) {
             const char *opt = argv[i], *v = kda_cli_value("bench", argc, argv, &i);
-            if (!strcmp(opt, "--set")) kda_cli_set_value("bench", v);
-            else if (!strcmp(opt, "--device")) kda_cli_device("bench", v);
+            if (!strcmp(opt, "--set"))
+                kda_cli_set_value("bench", v);
+            else if (!strcmp(opt, "--device"))
+                kda_cli_device("bench", v);
             continue;
         }
         if (argv[i][0] == '-') kda_cli_usage_error("bench", "unknown option '%s'", argv[i]);
@@ -84,15 +87,20 @@ int cmd_bench(int argc, char **argv) {
     if (path) kda_config_load(&cfg, path);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-        if (!strcmp(a, "--set")) kda_config_set(&cfg, v);
+        if (!strcmp(a, "--set"))
+            kda_config_set(&cfg, v);
         else if (!strcmp(a, "--device")) {
             char kv[64];
             snprintf(kv, sizeof kv, "device=%s", v);
             kda_config_set(&cfg, kv);
-        } else if (!strcmp(a, "--steps")) steps = (int)kda_cli_long("bench", a, v, 1, 1000000);
-        else if (!strcmp(a, "--warmup")) warmup = (int)kda_cli_long("bench", a, v, 0, 1000000);
-        else if (!strcmp(a, "--peak-tflops")) peak_tflops = kda_cli_double("bench", a, v);
-        else continue;
+        } else if (!strcmp(a, "--steps"))
+            steps = (int)kda_cli_long("bench", a, v, 1, 1000000);
+        else if (!strcmp(a, "--warmup"))
+            warmup = (int)kda_cli_long("bench", a, v, 0, 1000000);
+        else if (!strcmp(a, "--peak-tflops"))
+            peak_tflops = kda_cli_double("bench", a, v);
+        else
+            continue;
         i++;
     }
     kda_config_finalize(&cfg);

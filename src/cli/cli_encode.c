@@ -22,22 +22,24 @@ typedef struct {
 
 static void usage(FILE *f, int decode) {
     if (!decode)
-        fprintf(f, "usage: kda encode [--tokenizer PATH] [--bos] [--no-special] < in.jsonl > out.jsonl\n"
-                   "\n"
-                   "Reads JSON lines {\"text\": \"...\"} on stdin and writes {\"ids\": [...]} per line.\n"
-                   "  --tokenizer PATH  a Hugging Face tokenizer.json, or a tiktoken .model file with the Llama 3\n"
-                   "                    special tokens (default " KDA_TOK_DEFAULT_PATH ")\n"
-                   "  --bos             add the special tokens of the post-processor (Llama 3: BOS 128000 first)\n"
-                   "  --no-special      special-token strings in the text (e.g. <|eot_id|>) are plain text; by\n"
-                   "                    default they become their ids, as in Hugging Face tokenizers\n"
-                   "Bytes that are not valid UTF-8 inside a string count as U+FFFD.\n");
+        fprintf(f,
+                "usage: kda encode [--tokenizer PATH] [--bos] [--no-special] < in.jsonl > out.jsonl\n"
+                "\n"
+                "Reads JSON lines {\"text\": \"...\"} on stdin and writes {\"ids\": [...]} per line.\n"
+                "  --tokenizer PATH  a Hugging Face tokenizer.json, or a tiktoken .model file with the Llama 3\n"
+                "                    special tokens (default " KDA_TOK_DEFAULT_PATH ")\n"
+                "  --bos             add the special tokens of the post-processor (Llama 3: BOS 128000 first)\n"
+                "  --no-special      special-token strings in the text (e.g. <|eot_id|>) are plain text; by\n"
+                "                    default they become their ids, as in Hugging Face tokenizers\n"
+                "Bytes that are not valid UTF-8 inside a string count as U+FFFD.\n");
     else
-        fprintf(f, "usage: kda decode [--tokenizer PATH] [--skip-special] < in.jsonl > out.jsonl\n"
-                   "\n"
-                   "Reads JSON lines {\"ids\": [...]} on stdin and writes {\"text\": \"...\"} per line.\n"
-                   "  --tokenizer PATH  as for kda encode (default " KDA_TOK_DEFAULT_PATH ")\n"
-                   "  --skip-special    leave special tokens out of the text\n"
-                   "Byte sequences that do not form UTF-8 come out as U+FFFD.\n");
+        fprintf(f,
+                "usage: kda decode [--tokenizer PATH] [--skip-special] < in.jsonl > out.jsonl\n"
+                "\n"
+                "Reads JSON lines {\"ids\": [...]} on stdin and writes {\"text\": \"...\"} per line.\n"
+                "  --tokenizer PATH  as for kda encode (default " KDA_TOK_DEFAULT_PATH ")\n"
+                "  --skip-special    leave special tokens out of the text\n"
+                "Byte sequences that do not form UTF-8 come out as U+FFFD.\n");
 }
 
 static void parse_args(int argc, char **argv, int decode, opts *o) {
@@ -101,7 +103,12 @@ static void put_json_string(kda_tok_bytes *b, const char *s, size_t n) {
         kda_tok_bytes_append(b, s + run, i - run);
         run = i + 1;
         char esc[8];
-        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+        const char *e = c == '"' ? "\\\""
+            : c == '\\'          ? "\\\\"
+            : c == '\n'          ? "\\n"
+            : c == '\t'          ? "\\t"
+            : c == '\r'          ? "\\r"
+                                 : NULL;
         if (!e) {
             snprintf(esc, sizeof esc, "\\u%04x", c);
             e = esc;
@@ -175,8 +182,8 @@ int cmd_decode(int argc, char **argv) {
             json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
             size_t len;
             if (!json_is_integer(v) || id < 0 || id >= V || !kda_tok_piece(tok, (int32_t)id, &len))
-                kda_die("kda decode: stdin line %zu: ids[%zu] is not a token id of %s (0..%d)", line_no, i,
-                        o.tokenizer, V - 1);
+                kda_die("kda decode: stdin line %zu: ids[%zu] is not a token id of %s (0..%d)", line_no, i, o.tokenizer,
+                        V - 1);
             kda_tok_ids_push(&ids, (int32_t)id);
         }
         text.n = 0;

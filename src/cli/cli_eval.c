@@ -94,20 +94,34 @@ static void parse_args(int argc, char **argv, eval_opts *o) {
                                                  "--seq-length", "--eval-iters",  "--set",        NULL};
         if (!kda_cli_one_of(a, with_value)) kda_cli_usage_error("eval", "unknown option '%s'", a);
         const char *v = kda_cli_value("eval", argc, argv, &i);
-        if (!strcmp(a, "--tasks")) o->tasks = v;
-        else if (!strcmp(a, "--data-dir")) o->data_dir = v;
-        else if (!strcmp(a, "--output")) o->output = v;
-        else if (!strcmp(a, "--log-samples")) o->samples = v;
-        else if (!strcmp(a, "--data-path")) o->data_path = v;
-        else if (!strcmp(a, "--split")) o->split = v;
-        else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--device")) o->device = kda_cli_device("eval", v);
-        else if (!strcmp(a, "--limit")) o->limit = kda_cli_long("eval", a, v, 1, 1L << 40);
-        else if (!strcmp(a, "--num-fewshot")) o->num_fewshot = (int)kda_cli_long("eval", a, v, 0, 1000);
-        else if (!strcmp(a, "--batch-size")) o->batch_size = (int)kda_cli_long("eval", a, v, 1, 1 << 16);
-        else if (!strcmp(a, "--max-length")) o->max_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
-        else if (!strcmp(a, "--seq-length")) o->seq_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
-        else if (!strcmp(a, "--eval-iters")) o->eval_iters = (int)kda_cli_long("eval", a, v, 1, 1 << 24);
+        if (!strcmp(a, "--tasks"))
+            o->tasks = v;
+        else if (!strcmp(a, "--data-dir"))
+            o->data_dir = v;
+        else if (!strcmp(a, "--output"))
+            o->output = v;
+        else if (!strcmp(a, "--log-samples"))
+            o->samples = v;
+        else if (!strcmp(a, "--data-path"))
+            o->data_path = v;
+        else if (!strcmp(a, "--split"))
+            o->split = v;
+        else if (!strcmp(a, "--tokenizer"))
+            o->tokenizer = v;
+        else if (!strcmp(a, "--device"))
+            o->device = kda_cli_device("eval", v);
+        else if (!strcmp(a, "--limit"))
+            o->limit = kda_cli_long("eval", a, v, 1, 1L << 40);
+        else if (!strcmp(a, "--num-fewshot"))
+            o->num_fewshot = (int)kda_cli_long("eval", a, v, 0, 1000);
+        else if (!strcmp(a, "--batch-size"))
+            o->batch_size = (int)kda_cli_long("eval", a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--max-length"))
+            o->max_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
+        else if (!strcmp(a, "--seq-length"))
+            o->seq_length = (int)kda_cli_long("eval", a, v, 2, 1 << 24);
+        else if (!strcmp(a, "--eval-iters"))
+            o->eval_iters = (int)kda_cli_long("eval", a, v, 1, 1 << 24);
         else if (!strcmp(a, "--set")) {
             kda_cli_set_value("eval", v);
             if (o->n_sets == MAX_SETS) kda_cli_usage_error("eval", "more than %d --set options", MAX_SETS);
@@ -192,8 +206,9 @@ static void load_config(const eval_opts *o, int want_val, kda_config *cfg, char 
     }
     if (o->data_path) set_data_path(cfg, o->data_path);
     if (want_val && !cfg->n_train_data_path && !cfg->n_valid_data_path)
-        kda_cli_usage_error("eval", "val_loss: the checkpoint's config names no data (no train_data_path or "
-                                    "valid_data_path); give --data-path PREFIX");
+        kda_cli_usage_error("eval",
+                            "val_loss: the checkpoint's config names no data (no train_data_path or "
+                            "valid_data_path); give --data-path PREFIX");
     if (!cfg->n_train_data_path) { // unused (no val_loss), but finalize wants one
         memcpy(cfg->train_data_path, def.train_data_path, sizeof def.train_data_path);
         cfg->n_train_data_path = def.n_train_data_path;
@@ -219,11 +234,11 @@ int cmd_eval(int argc, char **argv) {
     double t_start = kda_now();
     int want_val;
     char *task_list = split_val_loss(o.tasks, &want_val);
-    const char *val_opt = o.data_path    ? "--data-path"
-                          : o.split      ? "--split"
-                          : o.eval_iters ? "--eval-iters"
-                          : o.seq_length ? "--seq-length"
-                                         : NULL;
+    const char *val_opt = o.data_path ? "--data-path"
+        : o.split                     ? "--split"
+        : o.eval_iters                ? "--eval-iters"
+        : o.seq_length                ? "--seq-length"
+                                      : NULL;
     if (!want_val && val_opt)
         kda_cli_usage_error("eval", "%s is for --tasks val_loss; add val_loss to --tasks", val_opt);
     if (task_list[0] && !o.data_dir)
@@ -252,8 +267,9 @@ int cmd_eval(int argc, char **argv) {
         int mmlu = 0;
         for (int i = 0; i < n_tasks; i++) mmlu |= !strncmp(tasks[i].name, "mmlu_", 5);
         if (o.num_fewshot > 0 && !mmlu)
-            kda_cli_usage_error("eval", "--num-fewshot applies to MMLU only (the other tasks' examples would come from "
-                                        "training splits not read here); drop it or add mmlu");
+            kda_cli_usage_error("eval",
+                                "--num-fewshot applies to MMLU only (the other tasks' examples would come from "
+                                "training splits not read here); drop it or add mmlu");
         if (o.num_fewshot > 0 && mmlu && n_tasks > 1)
             for (int i = 0; i < n_tasks; i++)
                 if (strncmp(tasks[i].name, "mmlu_", 5)) {
@@ -279,7 +295,8 @@ int cmd_eval(int argc, char **argv) {
     kda_train_state st = {0};
     kda_ckpt_load(m, dir, 0, &st, 0);
     kda_model_drop_grad(m); // scoring never computes gradients
-    fprintf(stderr, "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
+    fprintf(stderr,
+            "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
             dir, kda_model_num_params(m), ops->name, omp_get_max_threads(), B, T, m->act_bytes_total / 1048576.0);
     // the head runs over the continuation positions only (kda_model_logits_rows)
     kda_eval_lm lm = {.self = m, .vocab = cfg.vocab_size, .logits = model_logits, .logits_rows = model_logits_rows};
@@ -291,8 +308,10 @@ int cmd_eval(int argc, char **argv) {
                 n_tasks, n_tasks == 1 ? "" : "s", docs, kda_eval_plan_requests(plan), kda_eval_plan_inputs(plan),
                 kda_eval_plan_max_len(plan));
         if (kda_eval_plan_truncated(plan))
-            fprintf(stderr, "kda eval: note: %ld requests are longer than max_length %d + 1 tokens and lose tokens on "
-                    "the left\n", kda_eval_plan_truncated(plan), max_length);
+            fprintf(stderr,
+                    "kda eval: note: %ld requests are longer than max_length %d + 1 tokens and lose tokens on "
+                    "the left\n",
+                    kda_eval_plan_truncated(plan), max_length);
         kda_eval_plan_run(plan, &lm, o.batch_size, LOGITS_BYTES / sizeof(float), progress);
     }
     kda_eval_loss val = {0};
@@ -307,9 +326,13 @@ int cmd_eval(int argc, char **argv) {
         kda_eval_val_loss(validator, &cfg, m, st.iteration, &val, progress);
     }
 
-    kda_eval_run_info info = {.model = dir, .device = ops->name, .batch_size = o.batch_size,
-                              .max_length = plan ? max_length : 0, .limit = o.limit,
-                              .seconds = kda_now() - t_start, .val_loss = want_val ? &val : NULL};
+    kda_eval_run_info info = {.model = dir,
+                              .device = ops->name,
+                              .batch_size = o.batch_size,
+                              .max_length = plan ? max_length : 0,
+                              .limit = o.limit,
+                              .seconds = kda_now() - t_start,
+                              .val_loss = want_val ? &val : NULL};
     kda_eval_print_table(stdout, tasks, n_tasks, &info);
     fflush(stdout);
     if (o.output) {

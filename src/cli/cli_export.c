@@ -47,8 +47,13 @@ static int copy_tokenizer_files(const char *tokenizer_json, const char *out_dir)
 
 static void rm_dir_files(void *arg) {
     const char *dir = arg;
-    static const char *const files[] = {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
-                                        "tokenizer_config.json", "special_tokens_map.json", NULL};
+    static const char *const files[] = {"config.json",
+                                        "model.safetensors",
+                                        "generation_config.json",
+                                        "tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        NULL};
     char p[KDA_PATH_MAX * 2];
     for (int i = 0; files[i]; i++) {
         kda_path(p, sizeof p, "%s/%s", dir, files[i]);
@@ -73,9 +78,12 @@ int cmd_export(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--dtype")) {
             const char *v = kda_cli_value("export", argc, argv, &i);
-            if (!strcmp(v, "bf16")) bf16 = 1;
-            else if (!strcmp(v, "fp32")) bf16 = 0;
-            else kda_cli_usage_error("export", "--dtype '%s': use bf16 or fp32", v);
+            if (!strcmp(v, "bf16"))
+                bf16 = 1;
+            else if (!strcmp(v, "fp32"))
+                bf16 = 0;
+            else
+                kda_cli_usage_error("export", "--dtype '%s': use bf16 or fp32", v);
         } else if (!strcmp(argv[i], "--force")) {
             kda_cli_flag("export", argv[i]);
             force = 1;

@@ -80,9 +80,12 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
         }
         if (!strcmp(a, "--show-stats") || !strcmp(a, "--no-echo") || !strcmp(a, "--print-ids")) {
             kda_cli_flag("generate", a);
-            if (!strcmp(a, "--show-stats")) o->show_stats = 1;
-            else if (!strcmp(a, "--no-echo")) o->echo = 0;
-            else o->print_ids = 1;
+            if (!strcmp(a, "--show-stats"))
+                o->show_stats = 1;
+            else if (!strcmp(a, "--no-echo"))
+                o->echo = 0;
+            else
+                o->print_ids = 1;
             continue;
         }
         if (a[0] != '-') {
@@ -90,16 +93,32 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
             o->ckpt = a;
             continue;
         }
-        static const char *const with_value[] = {"--prompt", "--prompt-file", "--config", "--tokenizer", "--device",
-                                                 "--set", "--init-seed", "--seed", "--max-new-tokens", "--temperature",
-                                                 "--top-k", "--top-p", "--repetition-penalty", NULL};
+        static const char *const with_value[] = {"--prompt",
+                                                 "--prompt-file",
+                                                 "--config",
+                                                 "--tokenizer",
+                                                 "--device",
+                                                 "--set",
+                                                 "--init-seed",
+                                                 "--seed",
+                                                 "--max-new-tokens",
+                                                 "--temperature",
+                                                 "--top-k",
+                                                 "--top-p",
+                                                 "--repetition-penalty",
+                                                 NULL};
         if (!kda_cli_one_of(a, with_value)) kda_cli_usage_error("generate", "unknown option '%s'", a);
         const char *v = kda_cli_value("generate", argc, argv, &i);
-        if (!strcmp(a, "--prompt")) o->prompts[o->n_prompts++] = v;
-        else if (!strcmp(a, "--prompt-file")) o->prompt_file = v;
-        else if (!strcmp(a, "--config")) o->config = v;
-        else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--device")) o->device = kda_cli_device("generate", v);
+        if (!strcmp(a, "--prompt"))
+            o->prompts[o->n_prompts++] = v;
+        else if (!strcmp(a, "--prompt-file"))
+            o->prompt_file = v;
+        else if (!strcmp(a, "--config"))
+            o->config = v;
+        else if (!strcmp(a, "--tokenizer"))
+            o->tokenizer = v;
+        else if (!strcmp(a, "--device"))
+            o->device = kda_cli_device("generate", v);
         else if (!strcmp(a, "--set")) {
             kda_cli_set_value("generate", v);
             if (o->n_sets == MAX_SETS) kda_cli_usage_error("generate", "more than %d --set options", MAX_SETS);
@@ -110,20 +129,27 @@ static void parse_args(int argc, char **argv, gen_opts *o) {
         } else if (!strcmp(a, "--seed")) {
             o->seed = (unsigned long long)kda_cli_long("generate", a, v, 0, 0x7fffffffffffffffL);
             o->have_seed = 1;
-        } else if (!strcmp(a, "--max-new-tokens")) o->max_new = kda_cli_long("generate", a, v, 0, 1L << 30);
-        else if (!strcmp(a, "--temperature")) o->samp.temperature = (float)kda_cli_double("generate", a, v);
-        else if (!strcmp(a, "--top-k")) o->samp.top_k = (int)kda_cli_long("generate", a, v, 0, 1L << 30);
-        else if (!strcmp(a, "--top-p")) o->samp.top_p = (float)kda_cli_double("generate", a, v);
-        else if (!strcmp(a, "--repetition-penalty")) o->samp.repetition_penalty = (float)kda_cli_double("generate", a, v);
+        } else if (!strcmp(a, "--max-new-tokens"))
+            o->max_new = kda_cli_long("generate", a, v, 0, 1L << 30);
+        else if (!strcmp(a, "--temperature"))
+            o->samp.temperature = (float)kda_cli_double("generate", a, v);
+        else if (!strcmp(a, "--top-k"))
+            o->samp.top_k = (int)kda_cli_long("generate", a, v, 0, 1L << 30);
+        else if (!strcmp(a, "--top-p"))
+            o->samp.top_p = (float)kda_cli_double("generate", a, v);
+        else if (!strcmp(a, "--repetition-penalty"))
+            o->samp.repetition_penalty = (float)kda_cli_double("generate", a, v);
     }
     if (o->ckpt && o->have_init_seed)
         kda_cli_usage_error("generate", "give either a checkpoint ('%s') or --init-seed, not both", o->ckpt);
     if (o->ckpt && o->config)
-        kda_cli_usage_error("generate", "--config is for --init-seed; a checkpoint brings its own config.yaml "
-                                        "(use --set to override)");
+        kda_cli_usage_error("generate",
+                            "--config is for --init-seed; a checkpoint brings its own config.yaml "
+                            "(use --set to override)");
     if (!o->ckpt && !o->have_init_seed)
-        kda_cli_usage_error("generate", "no model: give a checkpoint directory, or --init-seed N for a freshly "
-                                        "initialised one");
+        kda_cli_usage_error("generate",
+                            "no model: give a checkpoint directory, or --init-seed N for a freshly "
+                            "initialised one");
     if (!o->n_prompts && !o->prompt_file)
         kda_cli_usage_error("generate", "no prompt: give --prompt TEXT or --prompt-file PATH");
 }
@@ -249,8 +275,10 @@ static void load_config(const gen_opts *o, kda_config *cfg, char **dir) {
 // longest prefill block).
 static kda_model *load_model(const gen_opts *o, const kda_config *cfg, const char *dir, int T) {
     kda_model *m = kda_model_create(cfg, kda_pick_backend(cfg->device), 1, T);
-    if (dir) kda_ckpt_load(m, dir, 0, NULL, 0);
-    else kda_model_init(m, (uint64_t)o->init_seed);
+    if (dir)
+        kda_ckpt_load(m, dir, 0, NULL, 0);
+    else
+        kda_model_init(m, (uint64_t)o->init_seed);
     kda_model_drop_grad(m); // generation never computes gradients
     return m;
 }

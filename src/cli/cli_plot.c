@@ -9,13 +9,14 @@
 #include "train/plot.h"
 
 static void plot_usage(FILE *f) {
-    fprintf(f, "usage: kda plot METRICS.jsonl[=LABEL]... -o OUT.svg [--title TEXT]\n"
-               "Draws loss (training solid, validation dashed), learning rate and tokens/s against iterations\n"
-               "from metrics JSON lines (kda train's metrics file, or another trainer's log with the keys\n"
-               "iteration, loss, val_loss, lr, tokens_per_s), one colour per file, as one SVG file.\n"
-               "  -o, --output FILE   the SVG to write (required)\n"
-               "  --title TEXT        the heading (default: kda training curves)\n"
-               "  FILE=LABEL          the legend text for FILE (default: its file name)\n");
+    fprintf(f,
+            "usage: kda plot METRICS.jsonl[=LABEL]... -o OUT.svg [--title TEXT]\n"
+            "Draws loss (training solid, validation dashed), learning rate and tokens/s against iterations\n"
+            "from metrics JSON lines (kda train's metrics file, or another trainer's log with the keys\n"
+            "iteration, loss, val_loss, lr, tokens_per_s), one colour per file, as one SVG file.\n"
+            "  -o, --output FILE   the SVG to write (required)\n"
+            "  --title TEXT        the heading (default: kda training curves)\n"
+            "  FILE=LABEL          the legend text for FILE (default: its file name)\n");
 }
 
 int cmd_plot(int argc, char **argv) {
@@ -30,8 +31,10 @@ int cmd_plot(int argc, char **argv) {
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--title")) {
             const char *v = kda_cli_value("plot", argc, argv, &i);
-            if (!strcmp(a, "--title")) title = v;
-            else out = v;
+            if (!strcmp(a, "--title"))
+                title = v;
+            else
+                out = v;
         } else if (a[0] == '-' && a[1]) {
             kda_cli_usage_error("plot", "unknown option '%s'", a);
         } else {

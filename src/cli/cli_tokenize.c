@@ -52,9 +52,7 @@ static void usage(FILE *f) {
             "run on the same PREFIX once their process is gone.\n");
 }
 
-static const char *need(int argc, char **argv, int *i) {
-    return kda_cli_value("tokenize", argc, argv, i);
-}
+static const char *need(int argc, char **argv, int *i) { return kda_cli_value("tokenize", argc, argv, i); }
 
 static void parse_args(int argc, char **argv, kda_tokenize_opts *o) {
     memset(o, 0, sizeof *o);
@@ -75,14 +73,19 @@ static void parse_args(int argc, char **argv, kda_tokenize_opts *o) {
             o->prefix = need(argc, argv, &i);
         } else if (!strcmp(a, "--format")) {
             const char *v = need(argc, argv, &i);
-            o->docs.format = !strcmp(v, "auto") ? KDA_FMT_AUTO : !strcmp(v, "text") ? KDA_FMT_TEXT
-                           : !strcmp(v, "jsonl") ? KDA_FMT_JSONL : !strcmp(v, "parquet") ? KDA_FMT_PARQUET : -1;
+            o->docs.format = !strcmp(v, "auto") ? KDA_FMT_AUTO
+                : !strcmp(v, "text")            ? KDA_FMT_TEXT
+                : !strcmp(v, "jsonl")           ? KDA_FMT_JSONL
+                : !strcmp(v, "parquet")         ? KDA_FMT_PARQUET
+                                                : -1;
             if ((int)o->docs.format < 0)
                 kda_cli_usage_error("tokenize", "--format '%s': use auto, text, jsonl or parquet", v);
         } else if (!strcmp(a, "--text-docs")) {
             const char *v = need(argc, argv, &i);
-            o->docs.text_docs = !strcmp(v, "line") ? KDA_DOCS_LINE : !strcmp(v, "block") ? KDA_DOCS_BLOCK
-                              : !strcmp(v, "file") ? KDA_DOCS_FILE : -1;
+            o->docs.text_docs = !strcmp(v, "line") ? KDA_DOCS_LINE
+                : !strcmp(v, "block")              ? KDA_DOCS_BLOCK
+                : !strcmp(v, "file")               ? KDA_DOCS_FILE
+                                                   : -1;
             if ((int)o->docs.text_docs < 0)
                 kda_cli_usage_error("tokenize", "--text-docs '%s': use line, block or file", v);
         } else if (!strcmp(a, "--json-key")) {

@@ -51,8 +51,10 @@ static int scan_args(int argc, char **argv, const char **path, int *dry, int *pl
         }
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device")) {
             const char *opt = argv[i], *v = kda_cli_value("train", argc, argv, &i);
-            if (!strcmp(opt, "--set")) kda_cli_set_value("train", v);
-            else kda_cli_device("train", v);
+            if (!strcmp(opt, "--set"))
+                kda_cli_set_value("train", v);
+            else
+                kda_cli_device("train", v);
             continue;
         }
         if (!strcmp(argv[i], "--dry-run")) {

@@ -33,8 +33,7 @@ static const command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kda <command> [options]\n\ncommands:\n");
-    for (int i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "  %-9s %s\n", "help", "this list; 'kda help CMD' describes a command's options");
     fprintf(f, "  %-9s %s\n", "version", "release, git commit and CUDA architectures of this build (also --version)");
     fprintf(f, "\n'kda <command> --help' describes a command's options.\n");
@@ -64,12 +63,13 @@ static int cmd_version(int argc, char **argv) {
 static void fix_openblas_kernels(char **argv) {
     if (getenv("OPENBLAS_CORETYPE") || getenv("KDA_NO_REEXEC")) return;
     const char *core = openblas_get_corename();
-    int generic = core && (!strcasecmp(core, "prescott") || !strcasecmp(core, "core2") ||
-                           !strcasecmp(core, "nehalem") || !strcasecmp(core, "katmai") || !strcasecmp(core, "unknown"));
+    int generic = core &&
+        (!strcasecmp(core, "prescott") || !strcasecmp(core, "core2") || !strcasecmp(core, "nehalem") ||
+         !strcasecmp(core, "katmai") || !strcasecmp(core, "unknown"));
     if (!generic) return;
     __builtin_cpu_init();
-    const char *want = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") ? "Haswell"
+    const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+        : __builtin_cpu_supports("avx2")                 ? "Haswell"
                                                          : NULL;
     if (!want) return;
     setenv("OPENBLAS_CORETYPE", want, 1);

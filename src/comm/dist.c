@@ -16,20 +16,18 @@
 static kda_dist D = {0, 1, 0, 0, "none"};
 static int inited;
 
-#define MPI_CHECK(call)                                                                   \
-    do {                                                                                  \
-        int rc_ = (call);                                                                 \
-        if (rc_ != MPI_SUCCESS) {                                                         \
-            char msg_[MPI_MAX_ERROR_STRING];                                              \
-            int len_ = 0;                                                                 \
-            MPI_Error_string(rc_, msg_, &len_);                                           \
-            kda_die_at(__FILE__, __LINE__, "MPI call %s failed: %s", #call, msg_);        \
-        }                                                                                 \
+#define MPI_CHECK(call)                                                                                                \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != MPI_SUCCESS) {                                                                                      \
+            char msg_[MPI_MAX_ERROR_STRING];                                                                           \
+            int len_ = 0;                                                                                              \
+            MPI_Error_string(rc_, msg_, &len_);                                                                        \
+            kda_die_at(__FILE__, __LINE__, "MPI call %s failed: %s", #call, msg_);                                     \
+        }                                                                                                              \
     } while (0)
 
-static int launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
+static int launched_by_mpi(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"); }
 
 // first of the named variables that is set, as a non-negative int; -1 if none
 static int env_int(const char *const *names) {
@@ -38,15 +36,16 @@ static int env_int(const char *const *names) {
         if (!v || !*v) continue;
         char *end;
         long x = strtol(v, &end, 10);
-        if (*end || x < 0 || x > INT_MAX) kda_die("environment variable %s='%s' is not a non-negative integer", *names, v);
+        if (*end || x < 0 || x > INT_MAX)
+            kda_die("environment variable %s='%s' is not a non-negative integer", *names, v);
         return (int)x;
     }
     return -1;
 }
 
 int kda_dist_env_local_rank(void) {
-    static const char *const names[] = {"KDA_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                        "LOCAL_RANK", NULL};
+    static const char *const names[] = {"KDA_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK",
+                                        NULL};
     int r = env_int(names);
     return r < 0 ? 0 : r;
 }

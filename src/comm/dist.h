@@ -17,16 +17,16 @@
 
 typedef struct {
     int rank, world;
-    int local_rank;  // rank on this node (picks the GPU)
-    int mpi;         // MPI initialised by us
+    int local_rank;       // rank on this node (picks the GPU)
+    int mpi;              // MPI initialised by us
     const char *launcher; // "none" | "mpi" | "env"
 } kda_dist;
 
-const kda_dist *kda_dist_init(void);   // idempotent
+const kda_dist *kda_dist_init(void); // idempotent
 // Rank on this node from the launcher's environment, without initialising anything (0 if none).
 int kda_dist_env_local_rank(void);
-void kda_dist_allreduce_sum_f32(float *buf, size_t n);   // in place, host memory (MPI)
-double kda_dist_allreduce_sum_f64(double x);             // host scalar (MPI)
+void kda_dist_allreduce_sum_f32(float *buf, size_t n); // in place, host memory (MPI)
+double kda_dist_allreduce_sum_f64(double x);           // host scalar (MPI)
 void kda_dist_barrier(void);
 // Rank 0's n bytes to every rank (MPI broadcast, or the KDA_NCCL_ID_FILE exchange without MPI).
 void kda_dist_share_bytes(void *buf, size_t n);
@@ -43,13 +43,13 @@ typedef struct kda_comm kda_comm;
 struct kda_comm {
     const char *name; // "mpi" | "nccl"
     int rank, world;
-    void (*allreduce_f32)(kda_comm *c, float *buf, size_t n);            // sum, in place
-    void (*reduce_f32)(kda_comm *c, float *buf, size_t n, int root);     // sum into root's buf, in place
-    void (*allgather)(kda_comm *c, void *buf, size_t bytes_per_rank);    // in place: rank r's part at r*bytes
-    void (*group_start)(kda_comm *c);                                    // batch the calls that follow
+    void (*allreduce_f32)(kda_comm *c, float *buf, size_t n);         // sum, in place
+    void (*reduce_f32)(kda_comm *c, float *buf, size_t n, int root);  // sum into root's buf, in place
+    void (*allgather)(kda_comm *c, void *buf, size_t bytes_per_rank); // in place: rank r's part at r*bytes
+    void (*group_start)(kda_comm *c);                                 // batch the calls that follow
     void (*group_end)(kda_comm *c);
     void (*wait)(kda_comm *c);
-    double (*sum_f64)(kda_comm *c, double x);                            // host scalar, synchronous
+    double (*sum_f64)(kda_comm *c, double x); // host scalar, synchronous
     // root's host[world*bytes] = every rank's shard (backend memory) in rank order; synchronous.
     // stage: backend memory of `bytes` that the call may overwrite (no allocation at save time).
     void (*gather_to_root)(kda_comm *c, const void *shard, size_t bytes, void *host, int root, void *stage);

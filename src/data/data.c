@@ -37,7 +37,7 @@ struct kda_data {
     char *path;
     int32_t *tokens; // the split's range of the stream
     uint64_t n_tokens;
-    uint64_t key;    // hash of seed and split
+    uint64_t key; // hash of seed and split
 };
 
 static const char *split_name[3] = {"train", "valid", "test"};
@@ -144,7 +144,8 @@ static void open_megatron(kda_data *d, const kda_config *c, kda_split split) {
         kda_die("seed %ld: Megatron's data order needs a seed in [0, 2^32-1]", c->seed);
     for (int i = 0; i < n; i++) {
         d->ds[i] = kda_indexed_open(prefixes[i]);
-        uint64_t bytes = kda_indexed_num_tokens(d->ds[i]) * (uint64_t)kda_indexed_dtype_size(kda_indexed_dtype(d->ds[i]));
+        uint64_t bytes =
+            kda_indexed_num_tokens(d->ds[i]) * (uint64_t)kda_indexed_dtype_size(kda_indexed_dtype(d->ds[i]));
         if (bytes <= ID_CHECK_AT_OPEN_BYTES) kda_indexed_check_ids(d->ds[i], c->vocab_size);
         kda_indexed_set_vocab(d->ds[i], c->vocab_size);
     }
@@ -153,12 +154,13 @@ static void open_megatron(kda_data *d, const kda_config *c, kda_split split) {
     if (split == KDA_SPLIT_TRAIN)
         size = (uint64_t)c->train_iters * gbs;
     else if (split == KDA_SPLIT_VALID)
-        size = (uint64_t)((c->eval_interval > 0 ? c->train_iters / c->eval_interval : 0) + 1) * (uint64_t)c->eval_iters *
-               gbs;
+        size = (uint64_t)((c->eval_interval > 0 ? c->train_iters / c->eval_interval : 0) + 1) *
+            (uint64_t)c->eval_iters * gbs;
     else
         size = (uint64_t)c->eval_iters * gbs;
     if (size == 0 && (weighted || n > 1))
-        kda_die("the %s split of a blend needs a sample count; set eval_iters > 0 (and eval_interval)", split_name[split]);
+        kda_die("the %s split of a blend needs a sample count; set eval_iters > 0 (and eval_interval)",
+                split_name[split]);
     double fr[3];
     if (!own_valid) kda_split_parse(c->split, fr);
     d->src = kda_gpt_source_new(d->ds, weighted ? weights : NULL, n, own_valid ? NULL : fr, (int)split, size,
@@ -189,8 +191,10 @@ void kda_data_next(kda_data *d, int32_t *out, int n) {
     size_t row = (size_t)d->seq_length + 1;
     for (int j = 0; j < n; j++, d->pos++) {
         uint64_t i = d->pos % d->n_samples;
-        if (d->src) kda_gpt_source_get(d->src, i, out + (size_t)j * row);
-        else text_sample(d, i, out + (size_t)j * row);
+        if (d->src)
+            kda_gpt_source_get(d->src, i, out + (size_t)j * row);
+        else
+            text_sample(d, i, out + (size_t)j * row);
     }
 }
 

@@ -16,7 +16,7 @@ struct kda_gpt_dataset {
     const kda_indexed *ds;
     int seq_length;
     int epochs;
-    int32_t *doc_index;    // [n_doc]: sequence ids
+    int32_t *doc_index; // [n_doc]: sequence ids
     uint64_t n_doc;
     int64_t *sample_index; // [2 * (n_samples + 1)]: (position in doc_index, token offset)
     int64_t *shuffle;      // [n_samples]
@@ -77,7 +77,8 @@ kda_gpt_dataset *kda_gpt_dataset_new(const kda_indexed *ds, uint64_t begin, uint
     uint64_t n_docs = end - begin, tokens_per_epoch = 0;
     for (uint64_t i = begin; i < end; i++) tokens_per_epoch += (uint64_t)sizes[i];
     if (tokens_per_epoch < 2) // Megatron asserts the same (and loops forever on 0)
-        kda_die("'%s': sequences %" PRIu64 "..%" PRIu64 " hold %" PRIu64 " tokens, too few to cut samples from; use more "
+        kda_die("'%s': sequences %" PRIu64 "..%" PRIu64 " hold %" PRIu64
+                " tokens, too few to cut samples from; use more "
                 "data or a split that gives this part more",
                 name, begin, end, tokens_per_epoch);
 
@@ -223,8 +224,8 @@ int kda_split_range(const double fractions[3], int which, uint64_t n, uint64_t *
 struct kda_gpt_source {
     int n;
     kda_gpt_dataset **parts;
-    int16_t *which;      // [size] dataset of each blend sample (NULL: one plain dataset)
-    int64_t *sample;     // [size] its sample number there
+    int16_t *which;  // [size] dataset of each blend sample (NULL: one plain dataset)
+    int64_t *sample; // [size] its sample number there
     uint64_t size;
 };
 
@@ -249,7 +250,8 @@ static void blending_indices(kda_gpt_source *s, const double *w) {
     }
     for (int i = 0; i < s->n; i++)
         if ((uint64_t)taken[i] > kda_gpt_dataset_len(s->parts[i]))
-            kda_die("the blend asks %" PRId64 " samples of '%s', which has only %" PRIu64 "; raise its weight or add data",
+            kda_die("the blend asks %" PRId64 " samples of '%s', which has only %" PRIu64
+                    "; raise its weight or add data",
                     taken[i], kda_indexed_prefix(s->parts[i]->ds), kda_gpt_dataset_len(s->parts[i]));
     free(taken);
 }

@@ -39,7 +39,7 @@ typedef struct kda_gpt_dataset kda_gpt_dataset;
 kda_gpt_dataset *kda_gpt_dataset_new(const kda_indexed *ds, uint64_t begin, uint64_t end, int64_t num_samples,
                                      int seq_length, uint32_t seed);
 void kda_gpt_dataset_free(kda_gpt_dataset *g);
-uint64_t kda_gpt_dataset_len(const kda_gpt_dataset *g);  // samples built (>= num_samples)
+uint64_t kda_gpt_dataset_len(const kda_gpt_dataset *g); // samples built (>= num_samples)
 int kda_gpt_dataset_epochs(const kda_gpt_dataset *g);
 // Sample idx (< len) as seq_length + 1 ids.
 void kda_gpt_dataset_get(const kda_gpt_dataset *g, uint64_t idx, int32_t *out);

@@ -17,9 +17,7 @@
 static const char IDX_MAGIC[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 #define IDX_HEADER_BYTES 34 // magic 9 + version 8 + dtype 1 + S 8 + D 8
 
-int kda_indexed_dtype_for_vocab(int64_t vocab_size) {
-    return vocab_size < 65500 ? KDA_IDX_UINT16 : KDA_IDX_INT32;
-}
+int kda_indexed_dtype_for_vocab(int64_t vocab_size) { return vocab_size < 65500 ? KDA_IDX_UINT16 : KDA_IDX_INT32; }
 
 const char *kda_indexed_dtype_name(int code) {
     static const char *names[] = {"?", "uint8", "int8", "int16", "int32", "int64", "float64", "float32", "uint16"};
@@ -31,7 +29,9 @@ int kda_indexed_dtype_size(int code) {
     return code >= 1 && code <= 8 ? sizes[code] : 0;
 }
 
-static int dtype_is_integer(int code) { return code >= 1 && code <= 8 && code != KDA_IDX_FLOAT32 && code != KDA_IDX_FLOAT64; }
+static int dtype_is_integer(int code) {
+    return code >= 1 && code <= 8 && code != KDA_IDX_FLOAT32 && code != KDA_IDX_FLOAT64;
+}
 
 // Little-endian loads from unaligned memory (the .idx arrays start at byte 34).
 static uint64_t load_u64(const unsigned char *p) {
@@ -44,12 +44,12 @@ struct kda_indexed {
     char *prefix, *idx_path, *bin_path;
     int dtype, elem;
     uint64_t n_seq, n_doc_entries, n_tokens;
-    int32_t *seq_len;   // [n_seq]
-    int64_t *seq_ptr;   // [n_seq]
-    int64_t *doc_idx;   // [n_doc_entries]
+    int32_t *seq_len; // [n_seq]
+    int64_t *seq_ptr; // [n_seq]
+    int64_t *doc_idx; // [n_doc_entries]
     const unsigned char *bin;
     size_t bin_bytes;
-    int64_t vocab;      // 0 = ids not checked
+    int64_t vocab; // 0 = ids not checked
 };
 
 static char *concat(const char *a, const char *b) {
@@ -91,8 +91,9 @@ kda_indexed *kda_indexed_open(const char *prefix) {
     size_t idx_bytes = 0;
     const unsigned char *idx = map_file(ip, &idx_bytes, "index file");
     if (idx_bytes < IDX_HEADER_BYTES)
-        kda_die("'%s' is truncated: %zu bytes, shorter than the %d-byte MMIDIDX header; re-create it with 'kda tokenize'",
-                ip, idx_bytes, IDX_HEADER_BYTES);
+        kda_die(
+            "'%s' is truncated: %zu bytes, shorter than the %d-byte MMIDIDX header; re-create it with 'kda tokenize'",
+            ip, idx_bytes, IDX_HEADER_BYTES);
     if (memcmp(idx, IDX_MAGIC, sizeof IDX_MAGIC) != 0)
         kda_die("'%s' is not a Megatron MMIDIDX index (bad magic bytes); expected a .idx written by megatron-core "
                 "or 'kda tokenize'",
@@ -134,8 +135,7 @@ kda_indexed *kda_indexed_open(const char *prefix) {
     memcpy(d->doc_idx, p_doc, 8 * d->n_doc_entries);
     munmap((void *)idx, idx_bytes);
 
-    if (d->doc_idx[0] != 0)
-        kda_die("'%s' is corrupt: document index entry 0 is %" PRId64 ", not 0", ip, d->doc_idx[0]);
+    if (d->doc_idx[0] != 0) kda_die("'%s' is corrupt: document index entry 0 is %" PRId64 ", not 0", ip, d->doc_idx[0]);
     for (uint64_t i = 1; i < d->n_doc_entries; i++)
         if (d->doc_idx[i] < d->doc_idx[i - 1])
             kda_die("'%s' is corrupt: document index entry %" PRIu64 " (%" PRId64 ") is below entry %" PRIu64
@@ -161,7 +161,8 @@ kda_indexed *kda_indexed_open(const char *prefix) {
         int64_t len = d->seq_len[i], ptr = d->seq_ptr[i];
         if (ptr < 0 || ptr % d->elem != 0 || (uint64_t)ptr > d->bin_bytes ||
             (uint64_t)len > (d->bin_bytes - (uint64_t)ptr) / (uint64_t)d->elem)
-            kda_die("'%s': sequence %" PRIu64 " (%" PRId64 " %s ids at byte %" PRId64 ") lies outside '%s' (%zu bytes); "
+            kda_die("'%s': sequence %" PRIu64 " (%" PRId64 " %s ids at byte %" PRId64
+                    ") lies outside '%s' (%zu bytes); "
                     "the .idx is corrupt or does not belong to this .bin",
                     ip, i, len, kda_indexed_dtype_name(d->dtype), ptr, bp, d->bin_bytes);
     }
@@ -194,8 +195,10 @@ static uint64_t doc_of_seq(const kda_indexed *d, uint64_t seq) {
     uint64_t lo = 0, hi = d->n_doc_entries - 1; // answer in [lo, hi)
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if ((uint64_t)d->doc_idx[mid] <= seq) lo = mid;
-        else hi = mid;
+        if ((uint64_t)d->doc_idx[mid] <= seq)
+            lo = mid;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -211,10 +214,26 @@ static int64_t id_at(const kda_indexed *d, const unsigned char *p) {
     switch (d->dtype) {
     case KDA_IDX_UINT8: return *p;
     case KDA_IDX_INT8: return (int8_t)*p;
-    case KDA_IDX_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
-    case KDA_IDX_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
-    case KDA_IDX_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
-    default: { int64_t v; memcpy(&v, p, 8); return v; }
+    case KDA_IDX_UINT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case KDA_IDX_INT16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case KDA_IDX_INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    default: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
     }
 }
 
@@ -287,14 +306,30 @@ kda_indexed_writer *kda_indexed_writer_open(const char *prefix, int dtype) {
     w->dtype = dtype;
     w->elem = kda_indexed_dtype_size(dtype);
     switch (dtype) {
-    case KDA_IDX_UINT8: w->id_min = 0; w->id_max = UINT8_MAX; break;
-    case KDA_IDX_INT8: w->id_min = INT8_MIN; w->id_max = INT8_MAX; break;
-    case KDA_IDX_UINT16: w->id_min = 0; w->id_max = UINT16_MAX; break;
-    case KDA_IDX_INT16: w->id_min = INT16_MIN; w->id_max = INT16_MAX; break;
-    default: w->id_min = INT32_MIN; w->id_max = INT32_MAX; break;
+    case KDA_IDX_UINT8:
+        w->id_min = 0;
+        w->id_max = UINT8_MAX;
+        break;
+    case KDA_IDX_INT8:
+        w->id_min = INT8_MIN;
+        w->id_max = INT8_MAX;
+        break;
+    case KDA_IDX_UINT16:
+        w->id_min = 0;
+        w->id_max = UINT16_MAX;
+        break;
+    case KDA_IDX_INT16:
+        w->id_min = INT16_MIN;
+        w->id_max = INT16_MAX;
+        break;
+    default:
+        w->id_min = INT32_MIN;
+        w->id_max = INT32_MAX;
+        break;
     }
     w->bin = fopen(w->bin_tmp, "wb");
-    if (!w->bin) kda_die("cannot create '%s': %s (is the output folder there and writable?)", w->bin_tmp, strerror(errno));
+    if (!w->bin)
+        kda_die("cannot create '%s': %s (is the output folder there and writable?)", w->bin_tmp, strerror(errno));
     kda_on_die(writer_cleanup, w);
     w->cap_doc = 1024;
     w->doc_idx = kda_malloc(sizeof(int64_t) * w->cap_doc);
@@ -312,13 +347,26 @@ void kda_indexed_writer_add_doc(kda_indexed_writer *w, const int32_t *ids, size_
         for (size_t i = 0; i < n; i++) {
             int64_t v = ids[i];
             if (v < w->id_min || v > w->id_max)
-                kda_die("token id %" PRId64 " of document %zu does not fit the %s dtype of '%s'; use a dtype for a larger "
+                kda_die("token id %" PRId64
+                        " of document %zu does not fit the %s dtype of '%s'; use a dtype for a larger "
                         "vocabulary",
                         v, w->n_doc - 1, kda_indexed_dtype_name(w->dtype), w->bin_tmp);
             switch (w->elem) { // little-endian host (x86-64, aarch64)
-            case 1: { int8_t x = (int8_t)v; memcpy(w->buf + i, &x, 1); break; }
-            case 2: { uint16_t x = (uint16_t)v; memcpy(w->buf + 2 * i, &x, 2); break; }
-            case 4: { int32_t x = (int32_t)v; memcpy(w->buf + 4 * i, &x, 4); break; }
+            case 1: {
+                int8_t x = (int8_t)v;
+                memcpy(w->buf + i, &x, 1);
+                break;
+            }
+            case 2: {
+                uint16_t x = (uint16_t)v;
+                memcpy(w->buf + 2 * i, &x, 2);
+                break;
+            }
+            case 4: {
+                int32_t x = (int32_t)v;
+                memcpy(w->buf + 4 * i, &x, 4);
+                break;
+            }
             default: memcpy(w->buf + 8 * i, &v, 8); break;
             }
         }
@@ -365,8 +413,10 @@ static void flush_sync_close(FILE *f, const char *path) {
 static void sync_parent_dir(const char *path) {
     char *dir = kda_strdup(path);
     char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = 0;
-    else strcpy(dir, ".");
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    else
+        strcpy(dir, ".");
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd); // best effort: some file systems refuse fsync on directories

@@ -35,14 +35,20 @@
 #include <stdint.h>
 
 enum {
-    KDA_IDX_UINT8 = 1, KDA_IDX_INT8 = 2, KDA_IDX_INT16 = 3, KDA_IDX_INT32 = 4,
-    KDA_IDX_INT64 = 5, KDA_IDX_FLOAT64 = 6, KDA_IDX_FLOAT32 = 7, KDA_IDX_UINT16 = 8,
+    KDA_IDX_UINT8 = 1,
+    KDA_IDX_INT8 = 2,
+    KDA_IDX_INT16 = 3,
+    KDA_IDX_INT32 = 4,
+    KDA_IDX_INT64 = 5,
+    KDA_IDX_FLOAT64 = 6,
+    KDA_IDX_FLOAT32 = 7,
+    KDA_IDX_UINT16 = 8,
 };
 
 // Megatron's choice of token dtype for a vocabulary: uint16 when vocab_size < 65500, else int32.
 int kda_indexed_dtype_for_vocab(int64_t vocab_size);
-const char *kda_indexed_dtype_name(int code);   // "uint16"...; "unknown" for a bad code
-int kda_indexed_dtype_size(int code);           // bytes per id; 0 for a bad code
+const char *kda_indexed_dtype_name(int code); // "uint16"...; "unknown" for a bad code
+int kda_indexed_dtype_size(int code);         // bytes per id; 0 for a bad code
 
 typedef struct kda_indexed kda_indexed;
 
@@ -53,7 +59,7 @@ void kda_indexed_close(kda_indexed *d);
 const char *kda_indexed_prefix(const kda_indexed *d);
 int kda_indexed_dtype(const kda_indexed *d);
 uint64_t kda_indexed_num_sequences(const kda_indexed *d);
-uint64_t kda_indexed_num_documents(const kda_indexed *d);   // D - 1
+uint64_t kda_indexed_num_documents(const kda_indexed *d); // D - 1
 uint64_t kda_indexed_num_tokens(const kda_indexed *d);
 // The sequence lengths (S entries) and the document index (D entries), copied to aligned memory.
 const int32_t *kda_indexed_seq_lengths(const kda_indexed *d);

@@ -226,10 +226,14 @@ static void set_signals(int block) {
 }
 
 static void human_time(double s, char *out, size_t cap) {
-    if (s < 0 || s > 1e7) snprintf(out, cap, "?");
-    else if (s < 60) snprintf(out, cap, "%.0fs", s);
-    else if (s < 3600) snprintf(out, cap, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(out, cap, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+    if (s < 0 || s > 1e7)
+        snprintf(out, cap, "?");
+    else if (s < 60)
+        snprintf(out, cap, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(out, cap, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(out, cap, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
 typedef struct {

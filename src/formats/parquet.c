@@ -25,12 +25,13 @@ enum { PQ_UNCOMPRESSED = 0, PQ_SNAPPY = 1, PQ_GZIP = 2, PQ_ZSTD = 6 };
 enum { PQ_PLAIN = 0, PQ_PLAIN_DICTIONARY = 2, PQ_RLE = 3, PQ_RLE_DICTIONARY = 8 };
 enum { PQ_DATA_PAGE = 0, PQ_INDEX_PAGE = 1, PQ_DICTIONARY_PAGE = 2, PQ_DATA_PAGE_V2 = 3 };
 
-static const char *type_names[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY",
-                                   "FIXED_LEN_BYTE_ARRAY"};
+static const char *type_names[] = {"BOOLEAN", "INT32",  "INT64",      "INT96",
+                                   "FLOAT",   "DOUBLE", "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"};
 static const char *codec_names[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
-static const char *encoding_names[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED",
-                                       "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
-                                       "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
+static const char *encoding_names[] = {
+    "PLAIN",          "GROUP_VAR_INT",       "PLAIN_DICTIONARY",        "RLE",
+    "BIT_PACKED",     "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
+    "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
 #define NAME_OF(tab, i) ((i) >= 0 && (size_t)(i) < sizeof(tab) / sizeof(tab[0]) ? tab[i] : "unknown")
 
 typedef struct {
@@ -57,9 +58,9 @@ struct kda_parquet {
     chunk_info *rg;
     uint64_t num_rows;
     // cursor
-    int rg_i;                       // row group of the chunk being read (n_rg: done)
+    int rg_i; // row group of the chunk being read (n_rg: done)
     const uint8_t *page, *chunk_end;
-    uint64_t values_left;           // values (nulls included) still to come in this chunk
+    uint64_t values_left; // values (nulls included) still to come in this chunk
     buffer dict_buf, page_buf, val_buf;
     str_ref *dict;
     uint32_t n_dict;
@@ -92,14 +93,16 @@ static void *grow(buffer *b, size_t n) {
     return b->v;
 }
 
-static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 // ---- footer ----
 
 typedef struct {
-    int leaf;         // leaf index of the column (-1: not found)
+    int leaf; // leaf index of the column (-1: not found)
     int type, repetition;
-    int nested;       // the name is a group, not a leaf
+    int nested; // the name is a group, not a leaf
 } col_pick;
 
 static void parse_schema(kda_parquet *p, kda_thrift *t, col_pick *pick) {
@@ -118,11 +121,16 @@ static void parse_schema(kda_parquet *p, kda_thrift *t, col_pick *pick) {
         size_t name_len = 0;
         kda_thrift_enter(t);
         while (kda_thrift_field(t, &last, &id, &ft)) {
-            if (id == 1 && ft == KDA_TT_I32) type = (int)kda_thrift_int(t);
-            else if (id == 3 && ft == KDA_TT_I32) rep = (int)kda_thrift_int(t);
-            else if (id == 4 && ft == KDA_TT_BINARY) name = kda_thrift_binary(t, &name_len);
-            else if (id == 5 && ft == KDA_TT_I32) children = kda_thrift_int(t);
-            else kda_thrift_skip(t, ft);
+            if (id == 1 && ft == KDA_TT_I32)
+                type = (int)kda_thrift_int(t);
+            else if (id == 3 && ft == KDA_TT_I32)
+                rep = (int)kda_thrift_int(t);
+            else if (id == 4 && ft == KDA_TT_BINARY)
+                name = kda_thrift_binary(t, &name_len);
+            else if (id == 5 && ft == KDA_TT_I32)
+                children = kda_thrift_int(t);
+            else
+                kda_thrift_skip(t, ft);
         }
         kda_thrift_leave(t);
         if (t->err) break;
@@ -175,13 +183,20 @@ static void parse_column_meta(kda_thrift *t, chunk_info *c, int *type, int64_t *
     int ft;
     kda_thrift_enter(t);
     while (kda_thrift_field(t, &last, &id, &ft)) {
-        if (id == 1 && ft == KDA_TT_I32) *type = (int)kda_thrift_int(t);
-        else if (id == 4 && ft == KDA_TT_I32) c->codec = (int)kda_thrift_int(t);
-        else if (id == 5 && ft == KDA_TT_I64) c->num_values = (uint64_t)kda_thrift_int(t);
-        else if (id == 7 && ft == KDA_TT_I64) c->size = (uint64_t)kda_thrift_int(t);
-        else if (id == 9 && ft == KDA_TT_I64) *data_off = kda_thrift_int(t);
-        else if (id == 11 && ft == KDA_TT_I64) *dict_off = kda_thrift_int(t);
-        else kda_thrift_skip(t, ft);
+        if (id == 1 && ft == KDA_TT_I32)
+            *type = (int)kda_thrift_int(t);
+        else if (id == 4 && ft == KDA_TT_I32)
+            c->codec = (int)kda_thrift_int(t);
+        else if (id == 5 && ft == KDA_TT_I64)
+            c->num_values = (uint64_t)kda_thrift_int(t);
+        else if (id == 7 && ft == KDA_TT_I64)
+            c->size = (uint64_t)kda_thrift_int(t);
+        else if (id == 9 && ft == KDA_TT_I64)
+            *data_off = kda_thrift_int(t);
+        else if (id == 11 && ft == KDA_TT_I64)
+            *dict_off = kda_thrift_int(t);
+        else
+            kda_thrift_skip(t, ft);
     }
     kda_thrift_leave(t);
 }
@@ -237,20 +252,21 @@ static void parse_row_groups(kda_parquet *p, kda_thrift *t, const col_pick *pick
         if (type != PQ_BYTE_ARRAY)
             bad(p, "the column is %s, not a string column (BYTE_ARRAY)", NAME_OF(type_names, type));
         if (c->codec != PQ_UNCOMPRESSED && c->codec != PQ_SNAPPY && c->codec != PQ_GZIP && c->codec != PQ_ZSTD)
-            bad(p, "compression %s is not supported (UNCOMPRESSED, SNAPPY, GZIP and ZSTD are); rewrite the file with "
-                   "one of those",
+            bad(p,
+                "compression %s is not supported (UNCOMPRESSED, SNAPPY, GZIP and ZSTD are); rewrite the file with "
+                "one of those",
                 NAME_OF(codec_names, c->codec));
         int64_t start = dict_off > 0 && dict_off < data_off ? dict_off : data_off;
         if (start < 4 || (uint64_t)start > data_end || c->size > data_end - (uint64_t)start)
-            bad(p, "column chunk at byte %" PRId64 " (+%" PRIu64 " bytes) lies outside the file's data", start, c->size);
+            bad(p, "column chunk at byte %" PRId64 " (+%" PRIu64 " bytes) lies outside the file's data", start,
+                c->size);
         c->start = (uint64_t)start;
     }
     p->rg_i = 0;
 }
 
 static void parse_footer(kda_parquet *p) {
-    if (p->size < 12 || memcmp(p->map, "PAR1", 4) != 0)
-        bad(p, "not a Parquet file (no PAR1 magic at the start)");
+    if (p->size < 12 || memcmp(p->map, "PAR1", 4) != 0) bad(p, "not a Parquet file (no PAR1 magic at the start)");
     if (!memcmp(p->map + p->size - 4, "PARE", 4)) bad(p, "the file is encrypted; not supported");
     if (memcmp(p->map + p->size - 4, "PAR1", 4) != 0)
         bad(p, "no PAR1 magic at the end: the file is truncated (an interrupted download?)");
@@ -285,9 +301,12 @@ static void parse_footer(kda_parquet *p) {
     t = (kda_thrift){footer, footer + footer_len, 0, 0};
     last = 0;
     while (kda_thrift_field(&t, &last, &id, &ft)) {
-        if (id == 3 && ft == KDA_TT_I64) p->num_rows = (uint64_t)kda_thrift_int(&t);
-        else if (id == 4 && ft == KDA_TT_LIST) parse_row_groups(p, &t, &pick, data_end);
-        else kda_thrift_skip(&t, ft);
+        if (id == 3 && ft == KDA_TT_I64)
+            p->num_rows = (uint64_t)kda_thrift_int(&t);
+        else if (id == 4 && ft == KDA_TT_LIST)
+            parse_row_groups(p, &t, &pick, data_end);
+        else
+            kda_thrift_skip(&t, ft);
     }
     if (t.err) bad(p, "the footer (file metadata) is corrupt");
 }
@@ -352,26 +371,38 @@ static void parse_page_header(kda_parquet *p, kda_thrift *t, page_header *h) {
     int16_t last = 0, id;
     int ft;
     while (kda_thrift_field(t, &last, &id, &ft)) {
-        if (id == 1 && ft == KDA_TT_I32) h->type = (int)kda_thrift_int(t);
-        else if (id == 2 && ft == KDA_TT_I32) h->uncompressed = (int32_t)kda_thrift_int(t);
-        else if (id == 3 && ft == KDA_TT_I32) h->compressed = (int32_t)kda_thrift_int(t);
+        if (id == 1 && ft == KDA_TT_I32)
+            h->type = (int)kda_thrift_int(t);
+        else if (id == 2 && ft == KDA_TT_I32)
+            h->uncompressed = (int32_t)kda_thrift_int(t);
+        else if (id == 3 && ft == KDA_TT_I32)
+            h->compressed = (int32_t)kda_thrift_int(t);
         else if ((id == 5 || id == 7 || id == 8) && ft == KDA_TT_STRUCT) {
             int16_t l2 = 0, id2;
             int f2;
             kda_thrift_enter(t);
             while (kda_thrift_field(t, &l2, &id2, &f2)) {
                 int is_int = f2 == KDA_TT_I32;
-                if (id2 == 1 && is_int) h->num_values = (int32_t)kda_thrift_int(t);
-                else if (id == 5 && id2 == 2 && is_int) h->encoding = (int32_t)kda_thrift_int(t);
-                else if (id == 5 && id2 == 3 && is_int) h->def_encoding = (int32_t)kda_thrift_int(t);
-                else if (id == 7 && id2 == 2 && is_int) h->encoding = (int32_t)kda_thrift_int(t);
-                else if (id == 8 && id2 == 2 && is_int) h->num_nulls = (int32_t)kda_thrift_int(t);
-                else if (id == 8 && id2 == 4 && is_int) h->encoding = (int32_t)kda_thrift_int(t);
-                else if (id == 8 && id2 == 5 && is_int) h->def_len = (int32_t)kda_thrift_int(t);
-                else if (id == 8 && id2 == 6 && is_int) h->rep_len = (int32_t)kda_thrift_int(t);
+                if (id2 == 1 && is_int)
+                    h->num_values = (int32_t)kda_thrift_int(t);
+                else if (id == 5 && id2 == 2 && is_int)
+                    h->encoding = (int32_t)kda_thrift_int(t);
+                else if (id == 5 && id2 == 3 && is_int)
+                    h->def_encoding = (int32_t)kda_thrift_int(t);
+                else if (id == 7 && id2 == 2 && is_int)
+                    h->encoding = (int32_t)kda_thrift_int(t);
+                else if (id == 8 && id2 == 2 && is_int)
+                    h->num_nulls = (int32_t)kda_thrift_int(t);
+                else if (id == 8 && id2 == 4 && is_int)
+                    h->encoding = (int32_t)kda_thrift_int(t);
+                else if (id == 8 && id2 == 5 && is_int)
+                    h->def_len = (int32_t)kda_thrift_int(t);
+                else if (id == 8 && id2 == 6 && is_int)
+                    h->rep_len = (int32_t)kda_thrift_int(t);
                 else if (id == 8 && id2 == 7 && (f2 == KDA_TT_TRUE || f2 == KDA_TT_FALSE))
                     h->is_compressed = kda_thrift_bool(t, f2);
-                else kda_thrift_skip(t, f2);
+                else
+                    kda_thrift_skip(t, f2);
             }
             kda_thrift_leave(t);
             h->have_data |= id == 5;
@@ -488,7 +519,8 @@ static void read_dictionary(kda_parquet *p, const page_header *h, const uint8_t 
         bad(p, "dictionary page encoded %s; only PLAIN is supported", NAME_OF(encoding_names, h->encoding));
     const uint8_t *d = decompress(p, c->codec, body, (size_t)h->compressed, (size_t)h->uncompressed, &p->dict_buf);
     // (stored uncompressed, d points into the mapped file, which outlives the chunk)
-    if ((size_t)h->num_values > (size_t)h->uncompressed / 4 + 1) bad(p, "dictionary of %d values in %d bytes", h->num_values, h->uncompressed);
+    if ((size_t)h->num_values > (size_t)h->uncompressed / 4 + 1)
+        bad(p, "dictionary of %d values in %d bytes", h->num_values, h->uncompressed);
     if (p->dict_cap < (size_t)h->num_values + 1) {
         p->dict_cap = (size_t)h->num_values + 1;
         p->dict = kda_realloc(p->dict, sizeof(str_ref) * p->dict_cap);
@@ -523,7 +555,8 @@ static void read_data_page(kda_parquet *p, const page_header *h, const uint8_t *
         levels = body;
         levels_end = body + h->def_len;
         int codec = h->is_compressed ? c->codec : PQ_UNCOMPRESSED;
-        values = decompress(p, codec, body + lv, (size_t)h->compressed - lv, (size_t)h->uncompressed - lv, &p->page_buf);
+        values =
+            decompress(p, codec, body + lv, (size_t)h->compressed - lv, (size_t)h->uncompressed - lv, &p->page_buf);
         values_end = values + ((size_t)h->uncompressed - lv);
         if (!p->optional) levels = NULL;
     }
@@ -549,14 +582,16 @@ static void read_data_page(kda_parquet *p, const page_header *h, const uint8_t *
         if (!p->has_dict) bad(p, "dictionary-encoded page without a dictionary page");
         if (values >= values_end && present) bad(p, "empty dictionary-encoded page");
         uint32_t *idx = grow(&p->val_buf, sizeof(uint32_t) * (present + 1));
-        if (present && !rle_hybrid(values + 1, values_end, values[0], idx, present)) bad(p, "corrupt dictionary indices");
+        if (present && !rle_hybrid(values + 1, values_end, values[0], idx, present))
+            bad(p, "corrupt dictionary indices");
         for (size_t i = 0; i < present; i++) {
             if (idx[i] >= p->n_dict) bad(p, "dictionary index %u of a %u-entry dictionary", idx[i], p->n_dict);
             p->vals[i] = p->dict[idx[i]];
         }
     } else {
-        bad(p, "data page encoded %s; only PLAIN and dictionary encodings are supported (write the file with "
-               "pyarrow's defaults, or use_dictionary / column_encoding PLAIN)",
+        bad(p,
+            "data page encoded %s; only PLAIN and dictionary encodings are supported (write the file with "
+            "pyarrow's defaults, or use_dictionary / column_encoding PLAIN)",
             NAME_OF(encoding_names, h->encoding));
     }
     p->n_vals = present;

@@ -45,9 +45,7 @@ int kda_thrift_field(kda_thrift *t, int16_t *last, int16_t *id, int *type) {
     return 1;
 }
 
-int64_t kda_thrift_int(kda_thrift *t) {
-    return zigzag(varint(t));
-}
+int64_t kda_thrift_int(kda_thrift *t) { return zigzag(varint(t)); }
 
 int kda_thrift_bool(kda_thrift *t, int type) {
     (void)t;
@@ -88,8 +86,10 @@ void kda_thrift_leave(kda_thrift *t) { t->depth--; }
 
 static void skip_elem(kda_thrift *t, int type) {
     // inside containers a bool is one byte
-    if (type == KDA_TT_TRUE || type == KDA_TT_FALSE) byte(t);
-    else kda_thrift_skip(t, type);
+    if (type == KDA_TT_TRUE || type == KDA_TT_FALSE)
+        byte(t);
+    else
+        kda_thrift_skip(t, type);
 }
 
 void kda_thrift_skip(kda_thrift *t, int type) {
@@ -102,8 +102,10 @@ void kda_thrift_skip(kda_thrift *t, int type) {
     case KDA_TT_I32:
     case KDA_TT_I64: varint(t); return;
     case KDA_TT_DOUBLE:
-        if (t->end - t->p < 8) t->err = 1;
-        else t->p += 8;
+        if (t->end - t->p < 8)
+            t->err = 1;
+        else
+            t->p += 8;
         return;
     case KDA_TT_BINARY: {
         size_t n;

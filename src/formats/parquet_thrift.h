@@ -12,8 +12,18 @@
 #include <stdint.h>
 
 enum {
-    KDA_TT_STOP = 0, KDA_TT_TRUE = 1, KDA_TT_FALSE = 2, KDA_TT_BYTE = 3, KDA_TT_I16 = 4, KDA_TT_I32 = 5,
-    KDA_TT_I64 = 6, KDA_TT_DOUBLE = 7, KDA_TT_BINARY = 8, KDA_TT_LIST = 9, KDA_TT_SET = 10, KDA_TT_MAP = 11,
+    KDA_TT_STOP = 0,
+    KDA_TT_TRUE = 1,
+    KDA_TT_FALSE = 2,
+    KDA_TT_BYTE = 3,
+    KDA_TT_I16 = 4,
+    KDA_TT_I32 = 5,
+    KDA_TT_I64 = 6,
+    KDA_TT_DOUBLE = 7,
+    KDA_TT_BINARY = 8,
+    KDA_TT_LIST = 9,
+    KDA_TT_SET = 10,
+    KDA_TT_MAP = 11,
     KDA_TT_STRUCT = 12,
 };
 
@@ -26,8 +36,8 @@ typedef struct {
 // Next field of the current struct: returns 0 at its end (STOP) or on error; *last is the
 // previous field id of this struct (start at 0), updated here.
 int kda_thrift_field(kda_thrift *t, int16_t *last, int16_t *id, int *type);
-int64_t kda_thrift_int(kda_thrift *t);              // I16 / I32 / I64 / BYTE field value
-int kda_thrift_bool(kda_thrift *t, int type);        // a BOOL field's value lives in its type
+int64_t kda_thrift_int(kda_thrift *t);        // I16 / I32 / I64 / BYTE field value
+int kda_thrift_bool(kda_thrift *t, int type); // a BOOL field's value lives in its type
 const uint8_t *kda_thrift_binary(kda_thrift *t, size_t *n);
 // A list or set header: element type and count (count bounded by the bytes left).
 uint32_t kda_thrift_list(kda_thrift *t, int *elem_type);

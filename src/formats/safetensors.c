@@ -20,7 +20,10 @@
 #error "safetensors.c assumes a little-endian host (the file format is little-endian)"
 #endif
 
-static const struct { const char *name; size_t size; } dtypes[] = {
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
     [KDA_ST_F32] = {"F32", 4}, [KDA_ST_BF16] = {"BF16", 2}, [KDA_ST_I32] = {"I32", 4},
     [KDA_ST_F16] = {"F16", 2}, [KDA_ST_F64] = {"F64", 8},   [KDA_ST_I64] = {"I64", 8},
 };
@@ -67,16 +70,24 @@ static char *build_header(const char *path, const kda_st_tensor *t, int n, size_
         const kda_st_tensor *ti = &t[i];
         size_t numel = 0, nbytes = 0, size = kda_st_dtype_size(ti->dtype);
         const char *bad = NULL;
-        if (!ti->name || !ti->name[0]) bad = "has no name";
-        else if (!strcmp(ti->name, "__metadata__")) bad = "uses the reserved name __metadata__";
-        else if (size == 0) bad = "has an unknown dtype";
-        else if (tensor_numel(ti, &numel) != 0) bad = "has a bad shape (ndim 0..4, dims >= 0, no overflow)";
-        else if (ti->data && ti->raw) bad = "has both data and raw set";
+        if (!ti->name || !ti->name[0])
+            bad = "has no name";
+        else if (!strcmp(ti->name, "__metadata__"))
+            bad = "uses the reserved name __metadata__";
+        else if (size == 0)
+            bad = "has an unknown dtype";
+        else if (tensor_numel(ti, &numel) != 0)
+            bad = "has a bad shape (ndim 0..4, dims >= 0, no overflow)";
+        else if (ti->data && ti->raw)
+            bad = "has both data and raw set";
         else if (ti->data && ti->dtype != KDA_ST_F32 && ti->dtype != KDA_ST_BF16 && ti->dtype != KDA_ST_I32)
             bad = "converts fp32 data only to F32, BF16 or I32 (pass raw bytes for other dtypes)";
-        else if (!ti->data && !ti->raw && numel > 0) bad = "has neither data nor raw";
-        else if (__builtin_mul_overflow(numel, size, &nbytes)) bad = "is too large";
-        else if (json_object_get(root, ti->name)) bad = "appears twice";
+        else if (!ti->data && !ti->raw && numel > 0)
+            bad = "has neither data nor raw";
+        else if (__builtin_mul_overflow(numel, size, &nbytes))
+            bad = "is too large";
+        else if (json_object_get(root, ti->name))
+            bad = "appears twice";
         if (bad) {
             json_decref(root);
             fail(err, errlen, "cannot write '%s': tensor %d ('%s') %s", path, i, ti->name ? ti->name : "(null)", bad);
@@ -119,8 +130,8 @@ static int write_tensor(FILE *fp, const kda_st_tensor *t, unsigned char *buf, co
     size_t size = kda_st_dtype_size(t->dtype);
     if (t->raw || numel == 0)
         return numel == 0 || fwrite(t->raw, size, numel, fp) == numel
-                   ? 0
-                   : fail(err, errlen, "cannot write '%s': %s", tmp, strerror(errno));
+            ? 0
+            : fail(err, errlen, "cannot write '%s': %s", tmp, strerror(errno));
     for (size_t i0 = 0; i0 < numel; i0 += BLOCK) {
         size_t m = numel - i0 < BLOCK ? numel - i0 : BLOCK;
         const float *x = t->data + i0;
@@ -148,11 +159,15 @@ static int write_tensor(FILE *fp, const kda_st_tensor *t, unsigned char *buf, co
 static int fsync_parent_dir(const char *path, char *err, size_t errlen) {
     char *dir = kda_strdup(path);
     char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) slash[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        slash[1] = 0;
+    else
+        *slash = 0;
     int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) rc = fail(err, errlen, "cannot open directory '%s' to sync it: %s", dir, strerror(errno));
+    if (fd < 0)
+        rc = fail(err, errlen, "cannot open directory '%s' to sync it: %s", dir, strerror(errno));
     else {
         if (fsync(fd) != 0 && errno != EINVAL) // EINVAL: the file system cannot sync directories
             rc = fail(err, errlen, "cannot sync directory '%s': %s", dir, strerror(errno));
@@ -226,11 +241,18 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
         unsigned c = s[i];
         size_t len;
         uint32_t cp, min;
-        if (c < 0x80) { i++; continue; }
-        if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f, min = 0x800;
-        else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07, min = 0x10000;
-        else return (long)i;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xe0) == 0xc0)
+            len = 2, cp = c & 0x1f, min = 0x80;
+        else if ((c & 0xf0) == 0xe0)
+            len = 3, cp = c & 0x0f, min = 0x800;
+        else if ((c & 0xf8) == 0xf0)
+            len = 4, cp = c & 0x07, min = 0x10000;
+        else
+            return (long)i;
         if (len > n - i) return (long)i;
         for (size_t k = 1; k < len; k++) {
             if ((s[i + k] & 0xc0) != 0x80) return (long)i;
@@ -251,7 +273,10 @@ static int parse_dtype(const char *s, kda_st_dtype *dt) {
     return -1;
 }
 
-typedef struct { uint64_t begin, end; int idx; } span;
+typedef struct {
+    uint64_t begin, end;
+    int idx;
+} span;
 
 static int cmp_span(const void *a, const void *b) {
     const span *x = a, *y = b;
@@ -264,14 +289,16 @@ static int cmp_span(const void *a, const void *b) {
 static int parse_entry(const char *key, json_t *v, size_t data_size, kda_st_entry *e, span *sp, char *err,
                        size_t errlen) {
     if (!json_is_object(v)) return fail(err, errlen, "tensor '%s': entry is not a JSON object", key);
-    json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"), *jo = json_object_get(v, "data_offsets");
+    json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
+           *jo = json_object_get(v, "data_offsets");
     if (!jd) return fail(err, errlen, "tensor '%s' has no \"dtype\"", key);
     if (!js) return fail(err, errlen, "tensor '%s' has no \"shape\"", key);
     if (!jo) return fail(err, errlen, "tensor '%s' has no \"data_offsets\"", key);
     if (!json_is_string(jd)) return fail(err, errlen, "tensor '%s': \"dtype\" is not a string", key);
     if (parse_dtype(json_string_value(jd), &e->dtype) != 0)
-        return fail(err, errlen, "tensor '%s' has unknown or unsupported dtype '%s' (supported: F32, BF16, F16, F64, I32, I64)",
-                    key, json_string_value(jd));
+        return fail(err, errlen,
+                    "tensor '%s' has unknown or unsupported dtype '%s' (supported: F32, BF16, F16, F64, I32, I64)", key,
+                    json_string_value(jd));
     if (!json_is_array(js)) return fail(err, errlen, "tensor '%s': \"shape\" is not an array", key);
     size_t nd = json_array_size(js);
     if (nd > KDA_ST_MAX_DIMS)
@@ -298,8 +325,9 @@ static int parse_entry(const char *key, json_t *v, size_t data_size, kda_st_entr
         return fail(err, errlen, "tensor '%s': data_offsets [%lld, %lld] are negative or decreasing", key, (long long)b,
                     (long long)en);
     if ((uint64_t)en > data_size)
-        return fail(err, errlen, "tensor '%s': data_offsets [%lld, %lld] run past the end of the data section (%zu bytes)",
-                    key, (long long)b, (long long)en, data_size);
+        return fail(err, errlen,
+                    "tensor '%s': data_offsets [%lld, %lld] run past the end of the data section (%zu bytes)", key,
+                    (long long)b, (long long)en, data_size);
     if ((uint64_t)(en - b) != nbytes)
         return fail(err, errlen, "tensor '%s': data_offsets give %lld bytes, but shape x %s needs %zu", key,
                     (long long)(en - b), dtypes[e->dtype].name, nbytes);
@@ -321,14 +349,16 @@ static int parse_file(kda_st_file *f, char *err, size_t errlen) {
         return fail(err, errlen, "header length %llu is over the %u-byte limit (corrupt, or not a safetensors file)",
                     (unsigned long long)hlen, KDA_ST_MAX_HEADER);
     if (hlen > size - 8)
-        return fail(err, errlen, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hlen,
-                    size);
+        return fail(err, errlen, "header length %llu runs past the end of the file (%zu bytes)",
+                    (unsigned long long)hlen, size);
     const char *hdr = (const char *)base + 8;
     long bad = utf8_invalid_at((const unsigned char *)hdr, hlen);
     if (bad >= 0) return fail(err, errlen, "header is not valid UTF-8 (at header byte %ld)", bad);
     json_error_t jerr;
     json_t *root = json_loadb(hdr, hlen, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return fail(err, errlen, "header is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+    if (!root)
+        return fail(err, errlen, "header is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                    jerr.column);
     int rc = 0;
     span *sp = NULL;
     if (!json_is_object(root)) {
@@ -474,10 +504,16 @@ const char *kda_st_meta(const kda_st_file *f, const char *key) {
 static float f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     float mag;
-    if (exp == 0) mag = ldexpf((float)man, -24);                       // zero or subnormal
-    else if (exp == 31) mag = man ? NAN : INFINITY;
-    else mag = ldexpf((float)(man | 0x400), (int)exp - 25);
-    union { float f; uint32_t u; } x = {mag};
+    if (exp == 0)
+        mag = ldexpf((float)man, -24); // zero or subnormal
+    else if (exp == 31)
+        mag = man ? NAN : INFINITY;
+    else
+        mag = ldexpf((float)(man | 0x400), (int)exp - 25);
+    union {
+        float f;
+        uint32_t u;
+    } x = {mag};
     x.u |= sign;
     return x.f;
 }
@@ -492,11 +528,36 @@ void kda_st_to_f32(const kda_st_file *f, const kda_st_entry *e, float *out) {
     for (size_t i = 0; i < e->numel; i++) {
         switch (e->dtype) {
         case KDA_ST_F32: memcpy(&out[i], p + 4 * i, 4); break;
-        case KDA_ST_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); out[i] = kda_bf16_to_f32(h); break; }
-        case KDA_ST_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); out[i] = f16_to_f32(h); break; }
-        case KDA_ST_F64: { double d; memcpy(&d, p + 8 * i, 8); out[i] = (float)d; break; }
-        case KDA_ST_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); out[i] = (float)v; break; }
-        case KDA_ST_I64: { int64_t v; memcpy(&v, p + 8 * i, 8); out[i] = (float)v; break; }
+        case KDA_ST_BF16: {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = kda_bf16_to_f32(h);
+            break;
+        }
+        case KDA_ST_F16: {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = f16_to_f32(h);
+            break;
+        }
+        case KDA_ST_F64: {
+            double d;
+            memcpy(&d, p + 8 * i, 8);
+            out[i] = (float)d;
+            break;
+        }
+        case KDA_ST_I32: {
+            int32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            out[i] = (float)v;
+            break;
+        }
+        case KDA_ST_I64: {
+            int64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            out[i] = (float)v;
+            break;
+        }
         }
     }
 }

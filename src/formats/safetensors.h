@@ -62,18 +62,18 @@ typedef struct {
     kda_st_dtype dtype;
     int ndim;
     int64_t shape[KDA_ST_MAX_DIMS];
-    size_t numel;       // product of shape (1 for a scalar)
-    size_t nbytes;      // numel * dtype size
-    const void *data;   // nbytes bytes inside the mapping, possibly unaligned
+    size_t numel;     // product of shape (1 for a scalar)
+    size_t nbytes;    // numel * dtype size
+    const void *data; // nbytes bytes inside the mapping, possibly unaligned
 } kda_st_entry;
 
 typedef struct {
     char *path;
-    int n;                  // tensors, in header order
+    int n; // tensors, in header order
     kda_st_entry *entries;
-    int n_meta;             // "__metadata__" string pairs
+    int n_meta; // "__metadata__" string pairs
     char **meta_keys, **meta_vals;
-    void *map;              // the whole file, mapped read-only
+    void *map; // the whole file, mapped read-only
     size_t map_size;
 } kda_st_file;
 
@@ -84,7 +84,7 @@ void kda_st_close(kda_st_file *f); // NULL is fine
 const kda_st_entry *kda_st_find(const kda_st_file *f, const char *name); // NULL if absent
 // Like kda_st_find, but dies naming the file and the tensor when it is absent.
 const kda_st_entry *kda_st_require(const kda_st_file *f, const char *name);
-const char *kda_st_meta(const kda_st_file *f, const char *key);          // NULL if absent
+const char *kda_st_meta(const kda_st_file *f, const char *key); // NULL if absent
 
 // Convert e's numel elements to fp32 into out (integers convert to the nearest float).
 void kda_st_to_f32(const kda_st_file *f, const kda_st_entry *e, float *out);

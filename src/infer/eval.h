@@ -42,12 +42,12 @@
 // ---- items ------------------------------------------------------------------------------------
 
 typedef struct {
-    int n;              // number of choices (requests)
-    char **ctx;         // [n] contexts (the same text n times, except for partial scoring)
-    char **cont;        // [n] continuations, target delimiter included
-    double *choice_len; // [n] len() of the choice text lm-eval divides by for acc_norm
-    int gold;           // index of the right choice
-    double *ll;         // [n] results: log-likelihood of cont[i] after ctx[i]
+    int n;                 // number of choices (requests)
+    char **ctx;            // [n] contexts (the same text n times, except for partial scoring)
+    char **cont;           // [n] continuations, target delimiter included
+    double *choice_len;    // [n] len() of the choice text lm-eval divides by for acc_norm
+    int gold;              // index of the right choice
+    double *ll;            // [n] results: log-likelihood of cont[i] after ctx[i]
     unsigned char *greedy; // [n] results: cont[i] is the greedy continuation of ctx[i]
 } kda_eval_item;
 
@@ -59,11 +59,11 @@ void kda_eval_item_free(kda_eval_item *it);
 
 // ---- Python string semantics the templates rely on ----------------------------------------------
 
-size_t kda_eval_py_len(const char *s);              // Unicode code points (invalid bytes count one each)
-int kda_eval_py_isspace(uint32_t cp);               // str.isspace of one code point
-char *kda_eval_py_strip(const char *s);             // str.strip() (malloc'ed)
+size_t kda_eval_py_len(const char *s);                  // Unicode code points (invalid bytes count one each)
+int kda_eval_py_isspace(uint32_t cp);                   // str.isspace of one code point
+char *kda_eval_py_strip(const char *s);                 // str.strip() (malloc'ed)
 size_t kda_eval_py_rstrip_len(const char *s, size_t n); // length of s[0..n) after str.rstrip()
-char *kda_eval_py_capitalize(const char *s);        // str.capitalize() for ASCII letters (others kept)
+char *kda_eval_py_capitalize(const char *s);            // str.capitalize() for ASCII letters (others kept)
 
 // ---- prompt builders (each returns a malloc'ed string) --------------------------------------------
 
@@ -86,28 +86,28 @@ char *kda_eval_mmlu_question(const char *q, const char *const c[4]);
 char *kda_eval_race_prompt(const char *article, const char *const *questions, const char *const *answers, int n);
 // Winogrande from its original fields: contexts sentence[:i] + option, continuation
 // sentence[i+1:].strip(), i = index of "_". Returns 0 when the sentence has no "_".
-int kda_eval_winogrande_split(const char *sentence, const char *option1, const char *option2, char **ctx1,
-                              char **ctx2, char **cont);
+int kda_eval_winogrande_split(const char *sentence, const char *option1, const char *option2, char **ctx1, char **ctx2,
+                              char **cont);
 
 // ---- tasks -------------------------------------------------------------------------------------
 
 typedef struct {
-    char name[96];       // lm-eval's task name ("arc_easy", "mmlu_abstract_algebra")
-    char alias[96];      // lm-eval's alias ("abstract_algebra")
-    char group[32];      // "mmlu_stem" ... when loaded as part of the mmlu group, else ""
-    double version;      // the task config's metadata version
+    char name[96];  // lm-eval's task name ("arc_easy", "mmlu_abstract_algebra")
+    char alias[96]; // lm-eval's alias ("abstract_algebra")
+    char group[32]; // "mmlu_stem" ... when loaded as part of the mmlu group, else ""
+    double version; // the task config's metadata version
     int num_fewshot;
-    int has_acc_norm;    // the task config lists acc_norm
-    long n_docs;         // documents in the file (lm-eval's n-samples "original")
-    int n_items;         // scored (after --limit)
+    int has_acc_norm; // the task config lists acc_norm
+    long n_docs;      // documents in the file (lm-eval's n-samples "original")
+    int n_items;      // scored (after --limit)
     kda_eval_item *items;
-    char source[1024];   // the file read (for the results' configs)
+    char source[1024]; // the file read (for the results' configs)
 } kda_eval_task;
 
 typedef struct {
     const char *data_dir;
-    long limit;          // <= 0: every document; else the first `limit` of each task (lm-eval's --limit N)
-    int num_fewshot;     // MMLU's k (first k dev rows); other tasks are 0-shot
+    long limit;      // <= 0: every document; else the first `limit` of each task (lm-eval's --limit N)
+    int num_fewshot; // MMLU's k (first k dev rows); other tasks are 0-shot
 } kda_eval_load_opts;
 
 // Task names this build knows (for --help and error messages), NULL-terminated.
@@ -125,7 +125,7 @@ void kda_eval_read_winogrande(kda_eval_task *t, const char *path, long limit);
 void kda_eval_read_hellaswag(kda_eval_task *t, const char *path, long limit); // .jsonl | .txt | .txt.bz2
 void kda_eval_read_mmlu(kda_eval_task *t, const char *subject, const char *test_csv, const char *dev_csv, int k,
                         long limit);
-void kda_eval_read_race(kda_eval_task *t, const char *path, long limit);      // .jsonl, or a directory of .txt
+void kda_eval_read_race(kda_eval_task *t, const char *path, long limit); // .jsonl, or a directory of .txt
 
 // MMLU's 57 subjects and their categories ("stem", "other", "social_sciences", "humanities").
 int kda_eval_mmlu_n_subjects(void);
@@ -160,10 +160,10 @@ typedef struct kda_eval_plan kda_eval_plan;
 
 // Tokenize every request of the tasks; inputs longer than max_length are cut on the left.
 kda_eval_plan *kda_eval_plan_new(kda_eval_task *tasks, int n_tasks, kda_eval_codec *codec, int max_length);
-int kda_eval_plan_max_len(const kda_eval_plan *p);   // longest model input (tokens)
+int kda_eval_plan_max_len(const kda_eval_plan *p); // longest model input (tokens)
 long kda_eval_plan_requests(const kda_eval_plan *p);
-long kda_eval_plan_inputs(const kda_eval_plan *p);   // distinct model inputs (rows to run)
-long kda_eval_plan_truncated(const kda_eval_plan *p);// requests cut on the left
+long kda_eval_plan_inputs(const kda_eval_plan *p);    // distinct model inputs (rows to run)
+long kda_eval_plan_truncated(const kda_eval_plan *p); // requests cut on the left
 // Run the model over the plan: at most max_rows inputs per forward and at most max_logits
 // floats of logits per forward (at least one row each); fills every item's ll and greedy.
 // progress != NULL: progress lines there (about once a second, and at the end).
@@ -174,24 +174,24 @@ void kda_eval_plan_free(kda_eval_plan *p);
 
 typedef struct {
     int n;
-    double acc, acc_stderr;           // stderr NAN when n < 2
+    double acc, acc_stderr; // stderr NAN when n < 2
     double acc_norm, acc_norm_stderr;
 } kda_eval_metrics;
 
-int kda_eval_argmax(const double *x, int n);                 // first index of the maximum
-double kda_eval_mean_stderr(const double *x, int n);         // NAN when n < 2
+int kda_eval_argmax(const double *x, int n);                                  // first index of the maximum
+double kda_eval_mean_stderr(const double *x, int n);                          // NAN when n < 2
 double kda_eval_pooled_stderr(const double *stderr, const int *sizes, int n); // NAN when undefined
 void kda_eval_task_metrics(const kda_eval_task *t, kda_eval_metrics *m);
 
 // ---- validation loss -------------------------------------------------------------------------------
 
 typedef struct {
-    double loss;       // mean cross-entropy per predicted token (nats)
-    double perplexity; // exp(loss)
-    long tokens;       // tokens predicted
-    long samples;      // samples of seq_length + 1 tokens scored: eval_iters x global_batch_size
-    long iteration;    // the checkpoint's iteration
-    long eval_index;   // the evaluation training ran after that iteration (kda_validate_index)
+    double loss;           // mean cross-entropy per predicted token (nats)
+    double perplexity;     // exp(loss)
+    long tokens;           // tokens predicted
+    long samples;          // samples of seq_length + 1 tokens scored: eval_iters x global_batch_size
+    long iteration;        // the checkpoint's iteration
+    long eval_index;       // the evaluation training ran after that iteration (kda_validate_index)
     const kda_config *cfg; // the data settings used (data_format, train/valid_data_path, split, ...)
 } kda_eval_loss;
 
@@ -209,12 +209,12 @@ void kda_eval_val_loss(kda_validator *v, const kda_config *cfg, kda_model *m, lo
 // ---- results ---------------------------------------------------------------------------------------
 
 typedef struct {
-    const char *model;      // checkpoint path
-    const char *device;     // backend name
+    const char *model;  // checkpoint path
+    const char *device; // backend name
     int batch_size;
-    int max_length;         // 0: not reported
+    int max_length; // 0: not reported
     long limit;
-    double seconds;         // total evaluation time
+    double seconds;                // total evaluation time
     const kda_eval_loss *val_loss; // NULL: not run
 } kda_eval_run_info;
 

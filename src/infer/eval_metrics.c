@@ -37,7 +37,8 @@ double kda_eval_pooled_stderr(const double *se, const int *sizes, int n) {
 
 void kda_eval_task_metrics(const kda_eval_task *t, kda_eval_metrics *m) {
     int n = t->n_items;
-    double *acc = kda_malloc(sizeof(double) * (size_t)(n ? n : 1)), *norm = kda_malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double *acc = kda_malloc(sizeof(double) * (size_t)(n ? n : 1)),
+           *norm = kda_malloc(sizeof(double) * (size_t)(n ? n : 1));
     double sa = 0, sn = 0;
     for (int i = 0; i < n; i++) {
         const kda_eval_item *it = &t->items[i];

@@ -40,8 +40,10 @@ char *kda_eval_read_file(const char *path, size_t *len) {
     kda_sb cmd = {0};
     kda_sb_add(&cmd, "bzip2 -dc -- '");
     for (const char *p = path; *p; p++) {
-        if (*p == '\'') kda_sb_add(&cmd, "'\\''");
-        else kda_sb_addc(&cmd, *p);
+        if (*p == '\'')
+            kda_sb_add(&cmd, "'\\''");
+        else
+            kda_sb_addc(&cmd, *p);
     }
     kda_sb_add(&cmd, "'");
     FILE *f = popen(cmd.v, "r");
@@ -69,7 +71,8 @@ const char *kda_eval_next_line(const char *buf, size_t len, size_t *pos, size_t 
 json_t *kda_eval_json_line(const char *path, size_t line_no, const char *s, size_t n) {
     json_error_t err;
     json_t *o = json_loadb(s, n, 0, &err);
-    if (!o) kda_die("%s:%zu: not valid JSON (%s); the file must hold one JSON object per line", path, line_no, err.text);
+    if (!o)
+        kda_die("%s:%zu: not valid JSON (%s); the file must hold one JSON object per line", path, line_no, err.text);
     if (!json_is_object(o)) kda_die("%s:%zu: a JSON object was expected on each line", path, line_no);
     return o;
 }
@@ -211,10 +214,12 @@ void kda_eval_read_piqa(kda_eval_task *t, const char *jsonl, const char *labels_
             if (!l) kda_die("%s has fewer lines than %s has examples (line %zu)", labels_path, jsonl, line_no);
             char tmp[16];
             snprintf(tmp, sizeof tmp, "%.*s", (int)(ln < 15 ? ln : 15), l);
-            if (strcmp(tmp, "0") && strcmp(tmp, "1")) kda_die("%s:%zu: a label 0 or 1 was expected, got '%s'", labels_path, lline, tmp);
+            if (strcmp(tmp, "0") && strcmp(tmp, "1"))
+                kda_die("%s:%zu: a label 0 or 1 was expected, got '%s'", labels_path, lline, tmp);
             gold = tmp[0] - '0';
         }
-        const char *choices[2] = {kda_eval_json_str(o, "sol1", jsonl, line_no), kda_eval_json_str(o, "sol2", jsonl, line_no)};
+        const char *choices[2] = {kda_eval_json_str(o, "sol1", jsonl, line_no),
+                                  kda_eval_json_str(o, "sol2", jsonl, line_no)};
         check_gold(gold, 2, jsonl, line_no);
         char *ctx = kda_eval_question_answer(kda_eval_json_str(o, "goal", jsonl, line_no));
         kda_eval_item_choices(kda_eval_task_push(t), ctx, choices, 2, gold);
@@ -251,7 +256,8 @@ void kda_eval_read_winogrande(kda_eval_task *t, const char *path, long limit) {
                                            kda_eval_json_str(o, "option2", path, line_no), &c1, &c2, &cont))
                 kda_die("%s:%zu: the sentence has no '_' blank", path, line_no);
             const char *ans = kda_eval_json_str(o, "answer", path, line_no);
-            if (strcmp(ans, "1") && strcmp(ans, "2")) kda_die("%s:%zu: answer must be \"1\" or \"2\", got '%s'", path, line_no, ans);
+            if (strcmp(ans, "1") && strcmp(ans, "2"))
+                kda_die("%s:%zu: answer must be \"1\" or \"2\", got '%s'", path, line_no, ans);
             const char *ctxs[2] = {c1, c2};
             kda_eval_item_contexts(it, ctxs, 2, cont, ans[0] - '1');
             free(c1);

@@ -33,10 +33,15 @@ static void skip_ws(pylit *p) {
 static void put_utf8(kda_sb *b, uint32_t c) {
     char u[4];
     size_t k;
-    if (c < 0x80) u[0] = (char)c, k = 1;
-    else if (c < 0x800) u[0] = (char)(0xC0 | c >> 6), u[1] = (char)(0x80 | (c & 0x3F)), k = 2;
-    else if (c < 0x10000) u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | ((c >> 6) & 0x3F)), u[2] = (char)(0x80 | (c & 0x3F)), k = 3;
-    else u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 0x3F)), u[2] = (char)(0x80 | ((c >> 6) & 0x3F)), u[3] = (char)(0x80 | (c & 0x3F)), k = 4;
+    if (c < 0x80)
+        u[0] = (char)c, k = 1;
+    else if (c < 0x800)
+        u[0] = (char)(0xC0 | c >> 6), u[1] = (char)(0x80 | (c & 0x3F)), k = 2;
+    else if (c < 0x10000)
+        u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | ((c >> 6) & 0x3F)), u[2] = (char)(0x80 | (c & 0x3F)), k = 3;
+    else
+        u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 0x3F)),
+        u[2] = (char)(0x80 | ((c >> 6) & 0x3F)), u[3] = (char)(0x80 | (c & 0x3F)), k = 4;
     kda_sb_addn(b, u, k);
 }
 
@@ -45,7 +50,10 @@ static uint32_t hex_digits(pylit *p, int k) {
     for (int j = 0; j < k; j++) {
         if (p->i >= p->n) pylit_fail(p, "short escape");
         char c = p->s[p->i++];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+                                     : -1;
         if (d < 0) pylit_fail(p, "bad hex escape");
         v = v * 16 + (uint32_t)d;
     }
@@ -67,7 +75,9 @@ static json_t *pylit_string(pylit *p) {
         c = p->s[p->i++];
         switch (c) {
         case '\n': break; // line continuation
-        case '\\': case '\'': case '"': kda_sb_addc(&b, c); break;
+        case '\\':
+        case '\'':
+        case '"': kda_sb_addc(&b, c); break;
         case 'n': kda_sb_addc(&b, '\n'); break;
         case 't': kda_sb_addc(&b, '\t'); break;
         case 'r': kda_sb_addc(&b, '\r'); break;
@@ -119,8 +129,10 @@ static json_t *pylit_value(pylit *p, int depth) {
             }
             json_array_append_new(a, pylit_value(p, depth + 1));
             skip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') p->i++;
-            else if (!(p->i < p->n && p->s[p->i] == close)) pylit_fail(p, "',' or a closing bracket expected");
+            if (p->i < p->n && p->s[p->i] == ',')
+                p->i++;
+            else if (!(p->i < p->n && p->s[p->i] == close))
+                pylit_fail(p, "',' or a closing bracket expected");
         }
     }
     if (c == '{') {
@@ -140,8 +152,10 @@ static json_t *pylit_value(pylit *p, int depth) {
             json_object_set_new(o, json_string_value(k), pylit_value(p, depth + 1));
             json_decref(k);
             skip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') p->i++;
-            else if (!(p->i < p->n && p->s[p->i] == '}')) pylit_fail(p, "',' or '}' expected");
+            if (p->i < p->n && p->s[p->i] == ',')
+                p->i++;
+            else if (!(p->i < p->n && p->s[p->i] == '}'))
+                pylit_fail(p, "',' or '}' expected");
         }
     }
     static const char *const words[3] = {"True", "False", "None"};

@@ -22,9 +22,9 @@ typedef struct {
     char name[96], alias[96];
     int depth, is_group, is_loss;
     double version;
-    int n_shot;             // -1: none (groups)
+    int n_shot; // -1: none (groups)
     int has_norm;
-    kda_eval_metrics m;     // for groups: acc and acc_stderr only
+    kda_eval_metrics m; // for groups: acc and acc_stderr only
     const kda_eval_task *task;
     const char *children[64];
     int n_children;
@@ -147,8 +147,10 @@ static size_t width(const char *s) { return kda_eval_py_len(s); }
 
 static char *fmt(const char *f, double x) {
     char buf[64];
-    if (isnan(x)) snprintf(buf, sizeof buf, "   N/A");
-    else snprintf(buf, sizeof buf, f, x);
+    if (isnan(x))
+        snprintf(buf, sizeof buf, "   N/A");
+    else
+        snprintf(buf, sizeof buf, f, x);
     return kda_strdup(buf);
 }
 
@@ -165,10 +167,14 @@ static void add_row(trow **rows, int *n, const char *task, const char *version, 
 static void entry_rows(const entry *x, trow **rows, int *n, const kda_eval_run_info *info) {
     char name[128], version[32], nshot[16];
     snprintf(name, sizeof name, "%*s%s%s", x->depth, "", x->depth ? "- " : "", x->alias);
-    if (isnan(x->version)) snprintf(version, sizeof version, "    N/A");
-    else snprintf(version, sizeof version, "%g", x->version);
-    if (x->n_shot >= 0) snprintf(nshot, sizeof nshot, "%d", x->n_shot);
-    else snprintf(nshot, sizeof nshot, " ");
+    if (isnan(x->version))
+        snprintf(version, sizeof version, "    N/A");
+    else
+        snprintf(version, sizeof version, "%g", x->version);
+    if (x->n_shot >= 0)
+        snprintf(nshot, sizeof nshot, "%d", x->n_shot);
+    else
+        snprintf(nshot, sizeof nshot, " ");
     if (x->is_loss) {
         add_row(rows, n, name, version, nshot, "loss", "↓", fmt("%.4f", info->val_loss->loss), "", kda_strdup(""));
         add_row(rows, n, "", "", nshot, "perplexity", "↓", fmt("%.4f", info->val_loss->perplexity), "", kda_strdup(""));
@@ -176,7 +182,8 @@ static void entry_rows(const entry *x, trow **rows, int *n, const kda_eval_run_i
     }
     add_row(rows, n, name, version, nshot, "acc", "↑", fmt("%.4f", x->m.acc), "±", fmt("%.4f", x->m.acc_stderr));
     if (x->has_norm)
-        add_row(rows, n, "", "", nshot, "acc_norm", "↑", fmt("%.4f", x->m.acc_norm), "±", fmt("%.4f", x->m.acc_norm_stderr));
+        add_row(rows, n, "", "", nshot, "acc_norm", "↑", fmt("%.4f", x->m.acc_norm), "±",
+                fmt("%.4f", x->m.acc_norm_stderr));
 }
 
 static void pad(FILE *f, size_t k) {
@@ -357,8 +364,10 @@ void kda_eval_write_json(const char *path, const kda_eval_task *tasks, int n_tas
             json_t *kids = json_array();
             for (int k = 0; k < x->n_children; k++) {
                 char name[96];
-                if (x->depth == 0) snprintf(name, sizeof name, "mmlu_%s", x->children[k]);
-                else snprintf(name, sizeof name, "%s", x->children[k]);
+                if (x->depth == 0)
+                    snprintf(name, sizeof name, "mmlu_%s", x->children[k]);
+                else
+                    snprintf(name, sizeof name, "%s", x->children[k]);
                 json_array_append_new(kids, json_string(name));
             }
             json_object_set_new(subtasks, x->name, kids);
@@ -374,8 +383,10 @@ void kda_eval_write_json(const char *path, const kda_eval_task *tasks, int n_tas
         }
     }
     json_object_set_new(root, "results", results);
-    if (json_object_size(groups)) json_object_set_new(root, "groups", groups);
-    else json_decref(groups);
+    if (json_object_size(groups))
+        json_object_set_new(root, "groups", groups);
+    else
+        json_decref(groups);
     json_object_set_new(root, "group_subtasks", subtasks);
     json_object_set_new(root, "configs", configs);
     json_object_set_new(root, "versions", versions);

@@ -17,8 +17,8 @@
 struct kda_eval_codec {
     const kda_tokenizer *tok; // NULL: bytes
     kda_tok_ctx *ctx;
-    int32_t bos, eos;         // bos: the id encode adds (tokenizer: its post-processor's)
-    const char *bos_text;     // BOS as text: strings starting with it get no special tokens
+    int32_t bos, eos;     // bos: the id encode adds (tokenizer: its post-processor's)
+    const char *bos_text; // BOS as text: strings starting with it get no special tokens
     size_t bos_len;
 };
 
@@ -89,16 +89,16 @@ void kda_eval_encode_pair(kda_eval_codec *c, const char *ctx, const char *cont, 
 typedef struct {
     int task, item, choice;
     int contlen;
-    int32_t last;   // the last continuation token (not part of the input)
-    long input;     // index into plan->inputs
-    long next;      // next request with the same input (-1: none)
+    int32_t last; // the last continuation token (not part of the input)
+    long input;   // index into plan->inputs
+    long next;    // next request with the same input (-1: none)
 } request;
 
 typedef struct {
     int32_t *ids;
     int len;
-    long first;     // first request using this input
-    int max_cont;   // longest continuation among its requests
+    long first;   // first request using this input
+    int max_cont; // longest continuation among its requests
 } model_input;
 
 struct kda_eval_plan {
@@ -156,10 +156,12 @@ kda_eval_plan *kda_eval_plan_new(kda_eval_task *tasks, int n_tasks, kda_eval_cod
                 const int32_t *ids = full.v + start;
                 int len = (int)(full.n - start) - 1; // the input: full[:-1]
                 request *q = &p->req[r];
-                *q = (request){.task = t, .item = i, .choice = c, .contlen = (int)cont_ids.n, .last = ids[len], .next = -1};
+                *q = (request){
+                    .task = t, .item = i, .choice = c, .contlen = (int)cont_ids.n, .last = ids[len], .next = -1};
                 size_t h = hash_ids(ids, len) & (cap - 1);
-                while (table[h] >= 0 && !(p->in[table[h]].len == len &&
-                                          !memcmp(p->in[table[h]].ids, ids, sizeof(int32_t) * (size_t)len)))
+                while (
+                    table[h] >= 0 &&
+                    !(p->in[table[h]].len == len && !memcmp(p->in[table[h]].ids, ids, sizeof(int32_t) * (size_t)len)))
                     h = (h + 1) & (cap - 1);
                 if (table[h] < 0) {
                     model_input *m = &p->in[p->n_in];
@@ -298,8 +300,10 @@ void kda_eval_plan_run(kda_eval_plan *p, const kda_eval_lm *lm, int max_rows, si
             logits_cap = need;
             logits = kda_malloc(sizeof(float) * logits_cap);
         }
-        if (pick) lm->logits_rows(lm->self, ids, (int)B, T, pick, n_pick, logits);
-        else lm->logits(lm->self, ids, (int)B, T, logits);
+        if (pick)
+            lm->logits_rows(lm->self, ids, (int)B, T, pick, n_pick, logits);
+        else
+            lm->logits(lm->self, ids, (int)B, T, logits);
         long n_stat = 0;
         for (long b = 0; b < B; b++) {
             const model_input *m = &p->in[order[done + b]];

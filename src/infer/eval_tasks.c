@@ -7,8 +7,8 @@
 #include "infer/eval.h"
 #include "infer/eval_impl.h"
 
-const char *const kda_eval_task_names[] = {"arc_easy", "arc_challenge", "hellaswag", "openbookqa", "piqa",
-                                           "winogrande", "mmlu", "mmlu_<subject>", "race", NULL};
+const char *const kda_eval_task_names[] = {"arc_easy",   "arc_challenge", "hellaswag",      "openbookqa", "piqa",
+                                           "winogrande", "mmlu",          "mmlu_<subject>", "race",       NULL};
 
 #define MAX_CANDIDATES 6
 
@@ -22,7 +22,10 @@ typedef struct {
 static const task_spec specs[] = {
     {"arc_easy", 1.0, 1, {"arc_easy.jsonl", "test.jsonl", "ARC-Easy-Test.jsonl", NULL}},
     {"arc_challenge", 1.0, 1, {"arc_challenge.jsonl", "test.jsonl", "ARC-Challenge-Test.jsonl", NULL}},
-    {"hellaswag", 1.0, 1, {"hellaswag_val.jsonl", "validation.jsonl", "hellaswag_val_full.txt.bz2", "hellaswag_val_full.txt", NULL}},
+    {"hellaswag",
+     1.0,
+     1,
+     {"hellaswag_val.jsonl", "validation.jsonl", "hellaswag_val_full.txt.bz2", "hellaswag_val_full.txt", NULL}},
     {"openbookqa", 1.0, 1, {"openbook_qa.jsonl", "test.jsonl", NULL}},
     {"piqa", 1.0, 1, {"valid.jsonl", "validation.jsonl", NULL}},
     {"winogrande", 1.0, 0, {"winogrande.jsonl", "dev.jsonl", "validation.jsonl", NULL}},
@@ -65,8 +68,9 @@ static int load_mmlu_subject(kda_eval_task **all, int *n, const char *subject, c
     kda_path(dev, sizeof dev, "%s/mmlu/dev/%s_dev.csv", o->data_dir, subject);
     if (!kda_eval_file_exists(test)) {
         if (must_exist)
-            kda_die("mmlu_%s: %s not found; MMLU's original CSVs go in <data-dir>/mmlu/{dev,test}/<subject>_{dev,test}.csv",
-                    subject, test);
+            kda_die(
+                "mmlu_%s: %s not found; MMLU's original CSVs go in <data-dir>/mmlu/{dev,test}/<subject>_{dev,test}.csv",
+                subject, test);
         return 0;
     }
     if (o->num_fewshot > 0 && !kda_eval_file_exists(dev))
@@ -108,9 +112,10 @@ static void load_one(kda_eval_task **all, int *n, const char *name, const kda_ev
                     "--data-dir at a folder laid out as docs/eval.md describes",
                     o->data_dir);
         if (missing.n)
-            fprintf(stderr, "kda eval: note: mmlu: %d of %d subjects have no test file in %s/mmlu/test and are left "
-                    "out of the mmlu scores (%s%s)\n", total - found, total, o->data_dir, missing.v,
-                    total - found > 4 ? ", ..." : "");
+            fprintf(stderr,
+                    "kda eval: note: mmlu: %d of %d subjects have no test file in %s/mmlu/test and are left "
+                    "out of the mmlu scores (%s%s)\n",
+                    total - found, total, o->data_dir, missing.v, total - found > 4 ? ", ..." : "");
         free(missing.v);
         return;
     }
@@ -131,11 +136,16 @@ static void load_one(kda_eval_task **all, int *n, const char *name, const kda_ev
     find_file(s, o->data_dir, path, sizeof path);
     kda_eval_task *t = new_task(all, n, name, s->version, s->has_acc_norm);
     kda_path(t->source, sizeof t->source, "%s", path);
-    if (!strcmp(name, "arc_easy") || !strcmp(name, "arc_challenge")) kda_eval_read_multiple_choice(t, path, 1, o->limit);
-    else if (!strcmp(name, "openbookqa")) kda_eval_read_multiple_choice(t, path, 0, o->limit);
-    else if (!strcmp(name, "hellaswag")) kda_eval_read_hellaswag(t, path, o->limit);
-    else if (!strcmp(name, "winogrande")) kda_eval_read_winogrande(t, path, o->limit);
-    else if (!strcmp(name, "race")) kda_eval_read_race(t, path, o->limit);
+    if (!strcmp(name, "arc_easy") || !strcmp(name, "arc_challenge"))
+        kda_eval_read_multiple_choice(t, path, 1, o->limit);
+    else if (!strcmp(name, "openbookqa"))
+        kda_eval_read_multiple_choice(t, path, 0, o->limit);
+    else if (!strcmp(name, "hellaswag"))
+        kda_eval_read_hellaswag(t, path, o->limit);
+    else if (!strcmp(name, "winogrande"))
+        kda_eval_read_winogrande(t, path, o->limit);
+    else if (!strcmp(name, "race"))
+        kda_eval_read_race(t, path, o->limit);
     else { // piqa: labels in valid-labels.lst unless the rows carry them
         char labels[4096];
         kda_path(labels, sizeof labels, "%s/piqa/valid-labels.lst", o->data_dir);

@@ -37,7 +37,11 @@ char *kda_sb_take(kda_sb *b) {
 // character, as Python's errors="replace" decode does for it). Returns the bytes consumed.
 static size_t utf8_next(const unsigned char *s, size_t i, size_t n, uint32_t *cp) {
     unsigned char b = s[i];
-    size_t need = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    size_t need = b < 0x80       ? 1
+        : b >= 0xC2 && b <= 0xDF ? 2
+        : b >= 0xE0 && b <= 0xEF ? 3
+        : b >= 0xF0 && b <= 0xF4 ? 4
+                                 : 0;
     if (need == 1) {
         *cp = b;
         return 1;
@@ -72,7 +76,7 @@ size_t kda_eval_py_len(const char *s) {
 
 int kda_eval_py_isspace(uint32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+        (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 size_t kda_eval_py_rstrip_len(const char *s, size_t n) {
@@ -232,8 +236,8 @@ char *kda_eval_race_prompt(const char *article, const char *const *questions, co
     return kda_sb_take(&b);
 }
 
-int kda_eval_winogrande_split(const char *sentence, const char *option1, const char *option2, char **ctx1,
-                              char **ctx2, char **cont) {
+int kda_eval_winogrande_split(const char *sentence, const char *option1, const char *option2, char **ctx1, char **ctx2,
+                              char **cont) {
     const char *u = strchr(sentence, '_');
     if (!u) return 0;
     size_t i = (size_t)(u - sentence);

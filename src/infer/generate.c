@@ -11,7 +11,7 @@ struct kda_decoder {
     kda_decode_state *st; // one sequence
     int block;            // most tokens per kda_model_decode call
     int NV;
-    float *logits;        // host [NV]
+    float *logits; // host [NV]
     int logits_ready;
 };
 
@@ -68,7 +68,7 @@ const float *kda_decoder_logits(kda_decoder *d) {
 // ---- sampling ---------------------------------------------------------------------------------
 
 typedef struct {
-    float x;    // processed logit
+    float x; // processed logit
     int32_t id;
 } candidate;
 
@@ -76,17 +76,18 @@ struct kda_sampler {
     kda_sampling o;
     int NV;
     kda_rng rng;
-    uint8_t *seen;   // [NV]
-    candidate *c;    // [NV]
-    float *scratch;  // [NV] for the top-k selection
-    double *p;       // [NV] unnormalised probabilities of the candidates
+    uint8_t *seen;  // [NV]
+    candidate *c;   // [NV]
+    float *scratch; // [NV] for the top-k selection
+    double *p;      // [NV] unnormalised probabilities of the candidates
 };
 
 kda_sampler *kda_sampler_create(int vocab_size, const kda_sampling *o, uint64_t seed) {
     if (!(o->temperature >= 0) || !isfinite(o->temperature))
         kda_die("sampling: temperature must be >= 0 (0 = greedy), got %g", (double)o->temperature);
     if (o->top_k < 0) kda_die("sampling: top-k must be >= 0 (0 = off), got %d", o->top_k);
-    if (!(o->top_p > 0 && o->top_p <= 1)) kda_die("sampling: top-p must be in (0, 1] (1 = off), got %g", (double)o->top_p);
+    if (!(o->top_p > 0 && o->top_p <= 1))
+        kda_die("sampling: top-p must be in (0, 1] (1 = off), got %g", (double)o->top_p);
     if (!(o->repetition_penalty > 0) || !isfinite(o->repetition_penalty))
         kda_die("sampling: repetition penalty must be > 0 (1 = off), got %g", (double)o->repetition_penalty);
     KDA_CHECK(vocab_size > 0, "vocab_size %d", vocab_size);
@@ -139,9 +140,12 @@ static float kth_largest(float *v, int n, int k) {
                 v[j--] = t;
             }
         }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
     }
     return v[want];
 }

@@ -19,9 +19,9 @@
 typedef enum { KDA_CHUNKED = 0, KDA_RECURRENT = 1 } kda_core_algo;
 
 typedef struct {
-    int B, T, H, K, V;   // batch, time, heads (H == HV), key head dim, value head dim
-    int chunk;           // chunk size for KDA_CHUNKED (64)
-    float scale;         // usually K^-1/2
+    int B, T, H, K, V; // batch, time, heads (H == HV), key head dim, value head dim
+    int chunk;         // chunk size for KDA_CHUNKED (64)
+    float scale;       // usually K^-1/2
     kda_core_algo algo;
 } kda_core_dims;
 
@@ -31,30 +31,21 @@ size_t kda_core_saved_floats(const kda_core_dims *d);
 // OpenMP threads (a slice per thread, the backward's partial sums), the larger of the two.
 size_t kda_core_workspace_bytes(const kda_core_dims *d, int threads);
 
-void kda_core_fwd(const kda_core_dims *d,
-                  const float *q_raw, const float *k_raw, const float *v,
-                  const float *f, const float *b_logit,
-                  const float *A_log, const float *dt_bias,
-                  float *o, float *saved);
+void kda_core_fwd(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
+                  const float *b_logit, const float *A_log, const float *dt_bias, float *o, float *saved);
 
 // The forward continuing from a state (generation: chunked prefill, recurrent decode). S is
 // fp32 [B, H, K, V] (row j of S[b,h] multiplies k_j): the state before token 0 on entry, the
 // state after token T−1 on exit (in place; NULL: zero initial state, final state not kept).
 // saved may be NULL (nothing kept for a backward). kda_core_bwd assumes a zero initial state,
 // so there is no backward through a forward that started from a non-zero S.
-void kda_core_fwd_state(const kda_core_dims *d,
-                        const float *q_raw, const float *k_raw, const float *v,
-                        const float *f, const float *b_logit,
-                        const float *A_log, const float *dt_bias,
-                        float *o, float *saved, float *S);
+void kda_core_fwd_state(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
+                        const float *b_logit, const float *A_log, const float *dt_bias, float *o, float *saved,
+                        float *S);
 
-void kda_core_bwd(const kda_core_dims *d,
-                  const float *q_raw, const float *k_raw, const float *v,
-                  const float *f, const float *b_logit,
-                  const float *A_log, const float *dt_bias,
-                  const float *saved, const float *d_o,
-                  float *d_q_raw, float *d_k_raw, float *d_v,
-                  float *d_f, float *d_b_logit,
-                  float *d_A_log, float *d_dt_bias);
+void kda_core_bwd(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
+                  const float *b_logit, const float *A_log, const float *dt_bias, const float *saved, const float *d_o,
+                  float *d_q_raw, float *d_k_raw, float *d_v, float *d_f, float *d_b_logit, float *d_A_log,
+                  float *d_dt_bias);
 
 #endif

@@ -58,8 +58,10 @@ static int short_side(const kda_mem_plan *p, const kda_mem_avail *a) {
 int kda_mem_plan_fits(const kda_mem_plan *p, const kda_mem_avail *a) { return short_side(p, a) < 0; }
 
 static const char *bytes_str(char *buf, size_t n, size_t bytes) {
-    if (bytes >= (size_t)1 << 30) snprintf(buf, n, "%.2f GiB", bytes / GiB);
-    else snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
+    if (bytes >= (size_t)1 << 30)
+        snprintf(buf, n, "%.2f GiB", bytes / GiB);
+    else
+        snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
     return buf;
 }
 
@@ -165,8 +167,10 @@ static int largest_micro_batch(const fit_ctx *x, const char *g, int B, size_t *n
     int lo = 0, hi = nd - 1, best = 0;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (fits_with(x, g, div[mid], x->c->seq_length, NULL)) best = div[mid], lo = mid + 1;
-        else hi = mid - 1;
+        if (fits_with(x, g, div[mid], x->c->seq_length, NULL))
+            best = div[mid], lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     if (best) fits_with(x, g, best, x->c->seq_length, need);
     return best;
@@ -177,15 +181,17 @@ static int longest_seq(const fit_ctx *x, const char *g, int B, int T) {
     int lo = 1, hi = T - 1, best = 0;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
-        if (fits_with(x, g, B, mid, NULL)) best = mid, lo = mid + 1;
-        else hi = mid - 1;
+        if (fits_with(x, g, B, mid, NULL))
+            best = mid, lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return best;
 }
 
-#define ADD(...)                                                                              \
-    do {                                                                                      \
-        if (n < (int)sizeof msg) n += snprintf(msg + n, sizeof msg - (size_t)n, __VA_ARGS__); \
+#define ADD(...)                                                                                                       \
+    do {                                                                                                               \
+        if (n < (int)sizeof msg) n += snprintf(msg + n, sizeof msg - (size_t)n, __VA_ARGS__);                          \
     } while (0)
 
 void kda_mem_plan_check(const kda_config *c, const kda_ops *ops, const kda_mem_plan *p, const kda_mem_avail *a) {
@@ -212,8 +218,8 @@ void kda_mem_plan_check(const kda_config *c, const kda_ops *ops, const kda_mem_p
     size_t scratch = p->scratch_held + p->scratch_transient;
     const char *embed_dims = c->vocab_size > c->hidden_size ? "vocab_size or hidden_size" : "hidden_size or vocab_size";
     const char *model_dims = m->embed_floats >= m->n_floats - m->embed_floats
-                                 ? embed_dims
-                                 : "hidden_size, num_hidden_layers or intermediate_size";
+        ? embed_dims
+        : "hidden_size, num_hidden_layers or intermediate_size";
     if (side == 0) {
         struct {
             size_t bytes;
@@ -259,8 +265,10 @@ void kda_mem_plan_check(const kda_config *c, const kda_ops *ops, const kda_mem_p
         for (int i = 0; i < no; i++) {
             size_t nb = 0;
             int same = i == 0, b = 0;
-            if (!same && fits_with(&x, opts[i], p->B, p->T, &nb)) b = p->B;
-            else b = largest_micro_batch(&x, opts[i], p->B, &nb);
+            if (!same && fits_with(&x, opts[i], p->B, p->T, &nb))
+                b = p->B;
+            else
+                b = largest_micro_batch(&x, opts[i], p->B, &nb);
             if (!b) continue;
             ADD("%s", found ? "; or " : " It fits with ");
             if (!same) ADD("recompute_granularity: %s%s", opts[i], b == p->B ? "" : " and ");

@@ -66,10 +66,10 @@ static void register_params(kda_model *m) {
     m->layer = kda_calloc(c->num_hidden_layers, sizeof(kda_layer_params));
     m->embed = add_param(m, cap, "model.embeddings.weight", 2, P2(c->vocab_size, d), wd);
     char nm[KDA_NAME_MAX];
-#define LP(field, suffix, nd, shp, decay)                                        \
-    do {                                                                         \
-        snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);                \
-        lp->field = add_param(m, cap, nm, nd, shp, decay);                       \
+#define LP(field, suffix, nd, shp, decay)                                                                              \
+    do {                                                                                                               \
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);                                                      \
+        lp->field = add_param(m, cap, nm, nd, shp, decay);                                                             \
     } while (0)
     for (int l = 0; l < c->num_hidden_layers; l++) {
         kda_layer_params *lp = &m->layer[l];
@@ -188,15 +188,16 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     int r = c->head_v_dim, F = c->intermediate_size, rc = recompute_mask(c);
     kda_core_dims cd = core_dims_of(c, algo, B, T);
     kda_model_mem *mm = z->mem;
-#define ACT(field, expr)                                               \
-    do {                                                               \
-        int sh_ = act_recomputed(rc, offsetof(kda_layer_acts, field)); \
-        if (first && sh_) a->field = first->field;                     \
-        else {                                                         \
-            size_t b0_ = mm->acts_layers;                              \
-            a->field = (expr);                                         \
-            if (sh_) mm->acts_shared += mm->acts_layers - b0_;         \
-        }                                                              \
+#define ACT(field, expr)                                                                                               \
+    do {                                                                                                               \
+        int sh_ = act_recomputed(rc, offsetof(kda_layer_acts, field));                                                 \
+        if (first && sh_)                                                                                              \
+            a->field = first->field;                                                                                   \
+        else {                                                                                                         \
+            size_t b0_ = mm->acts_layers;                                                                              \
+            a->field = (expr);                                                                                         \
+            if (sh_) mm->acts_shared += mm->acts_layers - b0_;                                                         \
+        }                                                                                                              \
     } while (0)
     ACT(h_in, ACTS(z, &mm->acts_layers, N * d));
     ACT(rstd1, F32S(z, &mm->acts_layers, N));
@@ -444,8 +445,10 @@ typedef struct {
 // conv + SiLU of one channel group, continuing from tail when there is one.
 static void conv_silu(const kda_model *m, void *tail, const void *x, const void *w, void *y, int B, int T, int C,
                       int W) {
-    if (tail) m->ops->conv_silu_step(tail, x, w, y, B, T, C, W);
-    else m->ops->conv_silu_fwd(x, w, y, B, T, C, W);
+    if (tail)
+        m->ops->conv_silu_step(tail, x, w, y, B, T, C, W);
+    else
+        m->ops->conv_silu_fwd(x, w, y, B, T, C, W);
 }
 
 // Input is m->acts[l].h_in (written by the previous layer or the embedding). With st (decoding)
@@ -476,7 +479,8 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
     if (st)
         o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, st->S);
-    else o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
+    else
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
     o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
     o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
@@ -515,8 +519,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
-    if (rc & RC_GATED_NORM)
-        o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    if (rc & RC_GATED_NORM) o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_SWIGLU) o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
 }
 
@@ -544,8 +547,8 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
                          c->head_v_dim);
     o->linear_bwd(a->g_low, WP(p->g_proj1), m->gs->du, m->gs->dglow, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
     o->linear_bwd(a->xn, WP(p->g_proj0), m->gs->dglow, m->gs->dxn, GP(p->g_proj0), NULL, N, d, r, 0);
-    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq, m->gs->dk,
-               m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq,
+               m->gs->dk, m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
     o->linear_bwd(a->f_low, WP(p->f_proj1), m->gs->df, m->gs->dflow, GP(p->f_proj1), NULL, N, r, Dg, 0);
     o->linear_bwd(a->xn, WP(p->f_proj0), m->gs->dflow, m->gs->dxn, GP(p->f_proj0), NULL, N, d, r, 1);
     o->linear_bwd(a->xn, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 1);
@@ -580,8 +583,8 @@ static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
     const kda_ops *o = m->ops;
     const kda_config *c = &m->cfg;
     int N = B * T, L = c->num_hidden_layers;
-    KDA_CHECK(B <= m->B && T <= m->T && (size_t)B * T <= (size_t)m->B * m->T,
-              "batch %dx%d exceeds the planned %dx%d", B, T, m->B, m->T);
+    KDA_CHECK(B <= m->B && T <= m->T && (size_t)B * T <= (size_t)m->B * m->T, "batch %dx%d exceeds the planned %dx%d",
+              B, T, m->B, m->T);
     for (int i = 0; i < N; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab_size)
             kda_die("token id %d at position %d is outside the vocabulary [0, %d): check vocab_size and the data",
@@ -675,8 +678,10 @@ void kda_model_logits_rows(kda_model *m, const int32_t *ids, int B, int T, const
                            float *logits) {
     const kda_ops *o = m->ops;
     int d = m->cfg.hidden_size, NV = m->cfg.vocab_size, N = B * T;
-    KDA_CHECK(o->act_bytes == o->w_bytes, "backend %s: the row gather (embed_fwd over the hidden states) needs "
-              "activations and weights of one element size", o->name);
+    KDA_CHECK(o->act_bytes == o->w_bytes,
+              "backend %s: the row gather (embed_fwd over the hidden states) needs "
+              "activations and weights of one element size",
+              o->name);
     for (int i = 0; i < n_rows; i++)
         KDA_CHECK(rows[i] >= 0 && rows[i] < N, "logits row %d (entry %d) outside the %d x %d batch", rows[i], i, B, T);
     forward_body(m, ids, B, T);
@@ -718,7 +723,8 @@ kda_decode_state *kda_decode_state_create(const kda_model *m, int B) {
     kda_decode_state *s = kda_calloc(1, sizeof *s);
     s->B = B;
     int L = c->num_hidden_layers;
-    size_t conv_b = (size_t)L * tail_elems(m, B) * (size_t)o->act_bytes, S_b = (size_t)L * S_floats(m, B) * sizeof(float);
+    size_t conv_b = (size_t)L * tail_elems(m, B) * (size_t)o->act_bytes,
+           S_b = (size_t)L * S_floats(m, B) * sizeof(float);
     size_t x_b = (size_t)B * c->hidden_size * (size_t)o->act_bytes, r_b = (size_t)B * sizeof(float);
     size_t l_b = (size_t)B * c->vocab_size * sizeof(float);
     s->conv = o->alloc(conv_b);

@@ -17,17 +17,17 @@
 #define KDA_NAME_MAX 64
 
 typedef struct {
-    char name[KDA_NAME_MAX];  // FLA state-dict key, e.g. "model.layers.0.attn.q_proj.weight"
+    char name[KDA_NAME_MAX]; // FLA state-dict key, e.g. "model.layers.0.attn.q_proj.weight"
     int ndim;
     int shape[4];
-    size_t offset, numel;     // in floats, within the parameter buffers
-    float weight_decay;       // §6.3 grouping: 0 or cfg.weight_decay
+    size_t offset, numel; // in floats, within the parameter buffers
+    float weight_decay;   // §6.3 grouping: 0 or cfg.weight_decay
 } kda_param;
 
 // Per-layer parameter indices into model->params.
 typedef struct {
-    int attn_norm, q_proj, k_proj, v_proj, q_conv, k_conv, v_conv, f_proj0, f_proj1, b_proj, A_log, dt_bias,
-        g_proj0, g_proj1, g_proj1_bias, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
+    int attn_norm, q_proj, k_proj, v_proj, q_conv, k_conv, v_conv, f_proj0, f_proj1, b_proj, A_log, dt_bias, g_proj0,
+        g_proj1, g_proj1_bias, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
 } kda_layer_params;
 
 typedef struct kda_layer_acts kda_layer_acts; // activation buffers of one layer (model.c)
@@ -35,19 +35,19 @@ typedef struct kda_layer_acts kda_layer_acts; // activation buffers of one layer
 // Bytes of backend memory a model holds for micro-batch B x T, by part. One function of model.c
 // sizes kda_model_create's buffers and computes this (kda_model_mem_of), so the two agree exactly.
 typedef struct {
-    size_t n_floats;      // parameter floats (each tensor padded to 16 floats)
-    size_t n_alloc;       // floats per parameter buffer: n_floats + KDA_SHARD_SLACK
-    size_t embed_floats;  // of n_floats: the (tied) embedding
-    size_t params;        // fp32 masters, and the working copy when the backend keeps one
-    size_t grads;         // fp32 gradients
-    size_t optim;         // AdamW's two moments (allocated by kda_model_alloc_optim, not by create)
-    size_t acts_layers;   // what the layers keep for the backward, every layer (shared buffers once)
-    size_t acts_core;     //   of which the KDA core's saved buffers (the backend's kda_saved_bytes)
-    size_t acts_shared;   //   of which recomputed activations: one buffer for all layers
-    size_t acts_head;     // final hidden state, its norm and rstd, the residual stream's gradient
-    size_t grad_scratch;  // backward scratch shared by the layers
-    size_t tokens;        // token ids and targets on the backend
-    size_t total;         // what kda_model_create allocates: all of the above but optim
+    size_t n_floats;     // parameter floats (each tensor padded to 16 floats)
+    size_t n_alloc;      // floats per parameter buffer: n_floats + KDA_SHARD_SLACK
+    size_t embed_floats; // of n_floats: the (tied) embedding
+    size_t params;       // fp32 masters, and the working copy when the backend keeps one
+    size_t grads;        // fp32 gradients
+    size_t optim;        // AdamW's two moments (allocated by kda_model_alloc_optim, not by create)
+    size_t acts_layers;  // what the layers keep for the backward, every layer (shared buffers once)
+    size_t acts_core;    //   of which the KDA core's saved buffers (the backend's kda_saved_bytes)
+    size_t acts_shared;  //   of which recomputed activations: one buffer for all layers
+    size_t acts_head;    // final hidden state, its norm and rstd, the residual stream's gradient
+    size_t grad_scratch; // backward scratch shared by the layers
+    size_t tokens;       // token ids and targets on the backend
+    size_t total;        // what kda_model_create allocates: all of the above but optim
 } kda_model_mem;
 typedef struct kda_grad_scratch kda_grad_scratch; // backward scratch (model.c)
 
@@ -58,25 +58,25 @@ typedef struct kda_model {
     // parameters
     int n_params;
     kda_param *params;
-    size_t n_floats;          // total parameter floats
-    size_t n_alloc;           // floats allocated for master / work / grad: n_floats + KDA_SHARD_SLACK
-                              // zeroed floats, so data-parallel shards of equal size fit (dist_optim.c)
-    float *master;            // fp32 masters (backend memory)
-    void *work;               // working copy (== master when the backend computes in fp32)
-    float *grad;              // fp32 gradients, same layout
-    float *adam_m, *adam_v;   // AdamW moments (allocated by kda_model_alloc_optim)
-    int embed, final_norm;    // parameter indices
+    size_t n_floats;        // total parameter floats
+    size_t n_alloc;         // floats allocated for master / work / grad: n_floats + KDA_SHARD_SLACK
+                            // zeroed floats, so data-parallel shards of equal size fit (dist_optim.c)
+    float *master;          // fp32 masters (backend memory)
+    void *work;             // working copy (== master when the backend computes in fp32)
+    float *grad;            // fp32 gradients, same layout
+    float *adam_m, *adam_v; // AdamW moments (allocated by kda_model_alloc_optim)
+    int embed, final_norm;  // parameter indices
     kda_layer_params *layer;
     // activations, planned for B x T
     int B, T;
     kda_layer_acts *acts;
-    void *h_final, *x_final;  // [N,d]
-    float *rstd_final;        // [N]
-    void *dh;                 // gradient of the residual stream [N,d]
+    void *h_final, *x_final; // [N,d]
+    float *rstd_final;       // [N]
+    void *dh;                // gradient of the residual stream [N,d]
     kda_grad_scratch *gs;
     int32_t *ids_dev, *tgt_dev;
-    size_t act_bytes_total;   // bytes of activation memory: mem.acts_layers + acts_head + grad_scratch
-    kda_model_mem mem;        // what create allocated, by part (kda_model_mem_of)
+    size_t act_bytes_total; // bytes of activation memory: mem.acts_layers + acts_head + grad_scratch
+    kda_model_mem mem;      // what create allocated, by part (kda_model_mem_of)
     // Optional: called during the backward pass of kda_model_step (when the step's
     // grad_ready_on is set) as soon as the gradients in floats [lo, hi) of m->grad are final for
     // that micro-batch: final norm, then layers L-1 .. 0, then the embedding (tied: its gradient
@@ -120,8 +120,6 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
                       float grad_scale_extra, long *n_valid);
 // Logits of the last position of each row into host logits[B][vocab] (forward only).
 void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
-
-
 
 // Logits of every position into host logits[B*T][vocab] (forward only).
 void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);

@@ -35,10 +35,10 @@ typedef struct {
 // g_proj.1, of width Dv), rmsnorm_bwd (N, d), gated_rmsnorm_bwd (N·H rows of core.V),
 // conv_silu_bwd (B, T, Dk or Dv channels, W), kda_bwd (core), and sumsq, adamw_multi.
 typedef struct {
-    int B, T;              // micro-batch: N = B*T tokens
-    int d, NV, F, W;       // hidden size, vocabulary, intermediate size, conv width
-    int Dk, Dv, r;         // key and value widths (all heads), low-rank width of f_proj / g_proj
-    kda_core_dims core;    // the KDA core as the model calls it
+    int B, T;           // micro-batch: N = B*T tokens
+    int d, NV, F, W;    // hidden size, vocabulary, intermediate size, conv width
+    int Dk, Dv, r;      // key and value widths (all heads), low-rank width of f_proj / g_proj
+    kda_core_dims core; // the KDA core as the model calls it
 } kda_step_shape;
 
 // One tensor of the flat parameter buffers, for adamw_multi.
@@ -48,17 +48,17 @@ typedef struct {
 } kda_adamw_seg;
 
 typedef struct kda_ops {
-    const char *name;      // "cpu" | "cuda"
-    int act_bytes;         // bytes per A element
-    int w_bytes;           // bytes per W element
+    const char *name; // "cpu" | "cuda"
+    int act_bytes;    // bytes per A element
+    int w_bytes;      // bytes per W element
 
     // ---- capabilities: what differs between backends (zero where a backend lacks it) ----
-    int work_is_master;    // 1: W is the fp32 master itself (the model keeps no working copy)
-    int host_memory;       // 1: backend memory is host memory (collectives over MPI; else NCCL)
-    double peak_tflops;    // the device's dense bf16 peak for MFU in kda bench; 0: none assumed
+    int work_is_master; // 1: W is the fp32 master itself (the model keeps no working copy)
+    int host_memory;    // 1: backend memory is host memory (collectives over MPI; else NCCL)
+    double peak_tflops; // the device's dense bf16 peak for MFU in kda bench; 0: none assumed
 
     // ---- memory ----
-    void *(*alloc)(size_t bytes);                 // dies with the numbers on failure
+    void *(*alloc)(size_t bytes); // dies with the numbers on failure
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
     void (*to_device)(void *dst, const void *host_src, size_t bytes);
@@ -74,8 +74,8 @@ typedef struct kda_ops {
     // returns sum of per-token losses (host double) and the count of valid targets via *n_valid;
     // dx[N,d] = dlogits·E (written), dE += dlogitsᵀ·x, with dlogits = (softmax − onehot)·grad_scale.
     // dx == NULL => forward only (no gradients).
-    double (*lm_head_ce)(const void *x, const void *E, const int32_t *targets, int N, int d, int NV,
-                         float grad_scale, void *dx, float *dE, long *n_valid);
+    double (*lm_head_ce)(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                         void *dx, float *dE, long *n_valid);
     // logits[N,NV] (fp32, backend memory) = x·Eᵀ (generation / evaluation)
     void (*lm_head_logits)(const void *x, const void *E, float *logits, int N, int d, int NV);
 
@@ -83,36 +83,34 @@ typedef struct kda_ops {
     // y = x·rstd·w, rstd[n] = (mean x² + eps)^-½
     void (*rmsnorm_fwd)(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
     // dx written (or acc if accumulate), dw acc
-    void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy,
-                        void *dx, float *dw, int N, int d, int accumulate);
+    void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N,
+                        int d, int accumulate);
     // y = rmsnorm(o)·w ⊙ sigmoid(u), per row of width V (rows = N*H)
-    void (*gated_rmsnorm_fwd)(const void *o, const void *u, const void *w, void *y, float *rstd,
-                              int rows, int V, float eps);
-    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const void *w, const float *rstd,
-                              const void *dy, void *d_o, void *du, float *dw, int rows, int V);
+    void (*gated_rmsnorm_fwd)(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
+                              float eps);
+    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
+                              void *du, float *dw, int rows, int V);
 
     // ---- linear ----
     // y[N,O] = x[N,In]·W[O,In]ᵀ + bias[O] (bias may be NULL)
     void (*linear_fwd)(const void *x, const void *W, const void *bias, void *y, int N, int In, int O);
     // dx[N,In] = dy·W (written, or acc if accumulate; dx may be NULL), dW += dyᵀ·x, dbias += Σ dy
-    void (*linear_bwd)(const void *x, const void *W, const void *dy, void *dx, float *dW,
-                       float *dbias, int N, int In, int O, int accumulate);
+    void (*linear_bwd)(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
+                       int O, int accumulate);
 
     // ---- short conv ----
     // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; x,y [B,T,C], w [C,W]
     void (*conv_silu_fwd)(const void *x, const void *w, void *y, int B, int T, int C, int W);
-    void (*conv_silu_bwd)(const void *x, const void *w, const void *dy, void *dx, float *dw,
-                          int B, int T, int C, int W);
+    void (*conv_silu_bwd)(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
+                          int W);
 
     // ---- KDA core (see kda_core.h for the math and layouts; 'saved' is backend memory) ----
     size_t (*kda_saved_bytes)(const kda_core_dims *dims);
-    void (*kda_fwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
-                    const void *f, const void *b, const void *A_log, const void *dt_bias,
-                    void *o, void *saved);
-    void (*kda_bwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
-                    const void *f, const void *b, const void *A_log, const void *dt_bias,
-                    const void *saved, const void *d_o, void *dq, void *dk, void *dv, void *df,
-                    void *db, float *dA_log, float *ddt_bias);
+    void (*kda_fwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
+                    const void *b, const void *A_log, const void *dt_bias, void *o, void *saved);
+    void (*kda_bwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
+                    const void *b, const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq,
+                    void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
 
     // ---- generation: forwards that continue from a recurrent state (no backward) ----
     // Short conv over [tail | x] along time: tail [B,W−1,C] (A) holds the W−1 inputs before
@@ -123,9 +121,8 @@ typedef struct kda_ops {
     // T−1 on exit). dims->algo picks the form: KDA_RECURRENT token by token (saved unused, may
     // be NULL); KDA_CHUNKED the chunked form (saved: kda_saved_bytes(dims) bytes of scratch;
     // the CPU backend keeps nothing there and accepts NULL). Inputs and o as for kda_fwd.
-    void (*kda_fwd_state)(const kda_core_dims *dims, const void *q, const void *k, const void *v,
-                          const void *f, const void *b, const void *A_log, const void *dt_bias,
-                          void *o, void *saved, float *S);
+    void (*kda_fwd_state)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
+                          const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
 
     // ---- MLP / residual ----
     // z = silu(gate)·up
@@ -135,11 +132,11 @@ typedef struct kda_ops {
     void (*add)(const void *a, const void *b, void *y, size_t n);
 
     // ---- optimizer ----
-    double (*sumsq)(const float *g, size_t n);                // Σ g² (host double)
+    double (*sumsq)(const float *g, size_t n); // Σ g² (host double)
     void (*scale)(float *g, float s, size_t n);
     // AdamW on one tensor (§6.3); master fp32 p, working copy w (W type; may equal p on CPU)
-    void (*adamw)(float *p, void *w, const float *g, float *m, float *v, size_t n,
-                  float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2);
+    void (*adamw)(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, float bc1, float bc2);
     // AdamW on many tensors of one flat buffer in one call (the same update as adamw, element
     // for element): segment i is [segs[i].offset, + segs[i].n) of p, g, m, v (floats) and of w (W
     // elements), with its own weight decay. g is read as g·gscale (the global-norm clip; 1 = none);

@@ -9,9 +9,9 @@
 double kda_lr_at(const kda_config *c, long k);
 
 typedef struct {
-    double grad_norm;   // before clipping
-    double clip_coef;   // 1 when not clipped
-    int nonfinite;      // a NaN/Inf was found in the gradients (no update applied)
+    double grad_norm; // before clipping
+    double clip_coef; // 1 when not clipped
+    int nonfinite;    // a NaN/Inf was found in the gradients (no update applied)
 } kda_step_info;
 
 // Clip the accumulated gradients to cfg.clip_grad (coef = clip/(norm+1e-6) if < 1), then one

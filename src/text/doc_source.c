@@ -54,7 +54,10 @@ kda_doc_format kda_doc_format_of(const char *path) {
             break;
         }
     }
-    static const struct { const char *ext; kda_doc_format f; } ext[] = {
+    static const struct {
+        const char *ext;
+        kda_doc_format f;
+    } ext[] = {
         {".jsonl", KDA_FMT_JSONL}, {".json", KDA_FMT_JSONL}, {".ndjson", KDA_FMT_JSONL}, {".parquet", KDA_FMT_PARQUET}};
     for (int i = 0; i < 4; i++) {
         size_t k = strlen(ext[i].ext);
@@ -228,10 +231,14 @@ int kda_doc_json_text(const char *line, size_t n, const char *key, kda_tok_bytes
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     int bad = !v || !json_is_string(v);
     out->n = 0;
-    if (!json_is_object(obj)) snprintf(err, err_cap, "the line is not a JSON object");
-    else if (!v) snprintf(err, err_cap, "no key '%s' in this object; pick the text field with --json-key", key);
-    else if (bad) snprintf(err, err_cap, "the value under '%s' is not a string; pick the text field with --json-key", key);
-    else kda_tok_bytes_append(out, json_string_value(v), json_string_length(v));
+    if (!json_is_object(obj))
+        snprintf(err, err_cap, "the line is not a JSON object");
+    else if (!v)
+        snprintf(err, err_cap, "no key '%s' in this object; pick the text field with --json-key", key);
+    else if (bad)
+        snprintf(err, err_cap, "the value under '%s' is not a string; pick the text field with --json-key", key);
+    else
+        kda_tok_bytes_append(out, json_string_value(v), json_string_length(v));
     json_decref(obj);
     return bad ? -1 : 0;
 }

@@ -46,8 +46,8 @@ typedef struct {
 } kda_tok_bytes;
 
 // The Llama 3 pre-split regex (the same in tokenizer.json and Meta's tiktoken code).
-#define KDA_TOK_LLAMA3_PATTERN                                                                      \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+#define KDA_TOK_LLAMA3_PATTERN                                                                                         \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"           \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define KDA_TOK_DEFAULT_PATH "data/tokenizer/llama3/tokenizer.json"
 
@@ -81,8 +81,8 @@ kda_tokenizer *kda_tok_load_for_config(const kda_config *cfg, const char *overri
 
 void kda_tok_free(kda_tokenizer *tok);
 
-int32_t kda_tok_vocab_size(const kda_tokenizer *tok);   // max id + 1 (128256 for Llama 3)
-int32_t kda_tok_bos_id(const kda_tokenizer *tok);       // first id the post-processor adds, or -1
+int32_t kda_tok_vocab_size(const kda_tokenizer *tok); // max id + 1 (128256 for Llama 3)
+int32_t kda_tok_bos_id(const kda_tokenizer *tok);     // first id the post-processor adds, or -1
 // Id of a token written as HF writes it (added-token content, or the byte-level string such as
 // "Ġworld"); -1 when there is none. E.g. kda_tok_token_to_id(t, "<|end_of_text|>") == 128001.
 int32_t kda_tok_token_to_id(const kda_tokenizer *tok, const char *token);

@@ -31,7 +31,8 @@ int kda_tok_id_to_token(const kda_tokenizer *t, int32_t id, char *out, size_t ca
         for (size_t i = 0; i < n; i++) {
             uint32_t cp = tok_byte_to_cp((uint8_t)p[i]);
             if (k + 3 > cap) return -1;
-            if (cp < 0x80) out[k++] = (char)cp;
+            if (cp < 0x80)
+                out[k++] = (char)cp;
             else {
                 out[k++] = (char)(0xC0 | (cp >> 6));
                 out[k++] = (char)(0x80 | (cp & 0x3F));
@@ -85,8 +86,7 @@ size_t kda_tok_decode(const kda_tokenizer *t, const int32_t *ids, size_t n, int 
     return unknown;
 }
 
-size_t kda_tok_decode_text(const kda_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
-                           kda_tok_bytes *out) {
+size_t kda_tok_decode_text(const kda_tokenizer *t, const int32_t *ids, size_t n, int skip_special, kda_tok_bytes *out) {
     size_t n0 = out->n;
     size_t unknown = kda_tok_decode(t, ids, n, skip_special, out);
     if (out->n == n0) return unknown;

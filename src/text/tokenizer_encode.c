@@ -11,10 +11,10 @@
 #include "base/common.h"
 #include "text/tokenizer_impl.h"
 
-#define CACHE_SLOTS 16384  // direct-mapped word cache, per context (one 64-byte line per slot)
-#define CACHE_KEY 22       // longest word cached, bytes
-#define CACHE_IDS 8        // most ids of a cached word
-#define HEAP_FROM 48       // words with more symbols than this use the heap
+#define CACHE_SLOTS 16384 // direct-mapped word cache, per context (one 64-byte line per slot)
+#define CACHE_KEY 22      // longest word cached, bytes
+#define CACHE_IDS 8       // most ids of a cached word
+#define HEAP_FROM 48      // words with more symbols than this use the heap
 
 typedef struct {
     uint64_t hash;
@@ -33,9 +33,9 @@ struct kda_tok_ctx {
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit_stack;
-    kda_tok_bytes clean;   // the input with invalid UTF-8 replaced
-    kda_tok_bytes spaced;  // a segment or pre-token with its prefix space
-    size_t cap;            // capacity of the BPE arrays below
+    kda_tok_bytes clean;  // the input with invalid UTF-8 replaced
+    kda_tok_bytes spaced; // a segment or pre-token with its prefix space
+    size_t cap;           // capacity of the BPE arrays below
     int32_t *sym, *nid, *prev, *next;
     uint32_t *rank;
     heap_item *heap;

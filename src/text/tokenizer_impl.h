@@ -27,7 +27,9 @@ static inline uint64_t tok_head8(const char *p, size_t n) {
     memcpy(&w, p, n < 8 ? n : 8);
     return w;
 }
-static inline uint32_t tok_vocab_tag(uint64_t h, size_t n) { return (uint32_t)(h >> 40) << 8 | (uint32_t)(n < 255 ? n : 255); }
+static inline uint32_t tok_vocab_tag(uint64_t h, size_t n) {
+    return (uint32_t)(h >> 40) << 8 | (uint32_t)(n < 255 ? n : 255);
+}
 
 // Merge table: (left id, right id) -> (rank, merged id). key == TOK_NO_KEY marks an empty slot.
 typedef struct {
@@ -48,27 +50,27 @@ typedef struct {
 
 struct kda_tokenizer {
     char *path;
-    int32_t n_vocab;          // max id + 1
-    uint8_t *kind;            // [n_vocab] TOK_* bits. TOK_RAW_UTF8: the token's string has a
-                              // character outside the byte-level map, so its piece is that UTF-8
-                              // text (what HF's ByteLevel decoder emits) and BPE never makes it.
-    char *piece_data;         // bytes of every id, concatenated
-    uint64_t *piece_off;      // [n_vocab + 1]
-    tok_vocab_slot *vocab;    // model tokens by bytes
+    int32_t n_vocab;       // max id + 1
+    uint8_t *kind;         // [n_vocab] TOK_* bits. TOK_RAW_UTF8: the token's string has a
+                           // character outside the byte-level map, so its piece is that UTF-8
+                           // text (what HF's ByteLevel decoder emits) and BPE never makes it.
+    char *piece_data;      // bytes of every id, concatenated
+    uint64_t *piece_off;   // [n_vocab + 1]
+    tok_vocab_slot *vocab; // model tokens by bytes
     uint64_t vocab_mask;
-    int32_t byte_id[256];     // the one-byte model token of each byte, or -1
+    int32_t byte_id[256]; // the one-byte model token of each byte, or -1
     tok_merge_slot *merges;
     uint64_t merge_mask;
     size_t n_merges;
     int ignore_merges;
-    tok_trie_node *trie;      // node 0 is the root; empty when n_added == 0
+    tok_trie_node *trie; // node 0 is the root; empty when n_added == 0
     int32_t n_trie, n_added;
-    uint8_t first_byte[256];  // 1: some added token starts with this byte
-    char *pattern;            // the regex as compiled (after the \s rewrite)
+    uint8_t first_byte[256]; // 1: some added token starts with this byte
+    char *pattern;           // the regex as compiled (after the \s rewrite)
     pcre2_code *re;
-    int jit;                  // 1: JIT compiled
-    int prefix_space;         // ByteLevel add_prefix_space: TOK_PREFIX_* (a space before each
-                              // text segment, or before each pre-token)
+    int jit;                          // 1: JIT compiled
+    int prefix_space;                 // ByteLevel add_prefix_space: TOK_PREFIX_* (a space before each
+                                      // text segment, or before each pre-token)
     int32_t *prefix_ids, *suffix_ids; // what add_special_tokens puts around a sequence
     int n_prefix, n_suffix;
 };

@@ -119,14 +119,15 @@ static void hf_pre_tokenizer(kda_tokenizer *t, const json_t *pt) {
     const json_t *split = json_array_get(list, 0), *bl = json_array_get(list, 1);
     const char *st = hf_type(split), *bt = hf_type(bl);
     if (!st || strcmp(st, "Split") || !bt || strcmp(bt, "ByteLevel"))
-        kda_die("tokenizer %s: pre_tokenizer Sequence must be [Split, ByteLevel]; found [%s, %s]", path,
-                st ? st : "?", bt ? bt : "?");
+        kda_die("tokenizer %s: pre_tokenizer Sequence must be [Split, ByteLevel]; found [%s, %s]", path, st ? st : "?",
+                bt ? bt : "?");
     const char *behavior = json_string_value(json_object_get(split, "behavior"));
     if (!behavior || strcmp(behavior, "Isolated") || hf_true(split, "invert"))
         kda_die("tokenizer %s: pre_tokenizer Split must have behavior Isolated and invert false (found %s)", path,
                 behavior ? behavior : "none");
     const char *re = json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
-    if (!re) kda_die("tokenizer %s: pre_tokenizer Split needs pattern {\"Regex\": ...} (String is not supported)", path);
+    if (!re)
+        kda_die("tokenizer %s: pre_tokenizer Split needs pattern {\"Regex\": ...} (String is not supported)", path);
     if (hf_true(bl, "use_regex"))
         kda_die("tokenizer %s: ByteLevel after a Split must have use_regex false (two regex splits are not "
                 "supported)",
@@ -158,8 +159,10 @@ static void hf_template(kda_tokenizer *t, const json_t *tp) {
             if (!json_is_array(ids))
                 kda_die("tokenizer %s: TemplateProcessing names special token '%s' without ids in special_tokens",
                         t->path, name ? name : "?");
-            if (seen_a) push_ids(&t->suffix_ids, &t->n_suffix, ids, t->path);
-            else push_ids(&t->prefix_ids, &t->n_prefix, ids, t->path);
+            if (seen_a)
+                push_ids(&t->suffix_ids, &t->n_suffix, ids, t->path);
+            else
+                push_ids(&t->prefix_ids, &t->n_prefix, ids, t->path);
         } else if (json_object_get(item, "Sequence")) {
             seen_a = 1;
         } else {
@@ -187,8 +190,8 @@ static void hf_post_processor(kda_tokenizer *t, const json_t *pp) {
 }
 
 // One merge as its two token strings: "a b" or ["a", "b"].
-static void merge_strings(const kda_tokenizer *t, const json_t *m, size_t r, const char **a, size_t *na,
-                          const char **b, size_t *nb) {
+static void merge_strings(const kda_tokenizer *t, const json_t *m, size_t r, const char **a, size_t *na, const char **b,
+                          size_t *nb) {
     if (json_is_string(m)) {
         *a = json_string_value(m);
         size_t len = json_string_length(m);
@@ -252,7 +255,9 @@ static void hf_merges(kda_tokenizer *t, const json_t *merges) {
             if (q[k].ic < 0)
                 kda_die("tokenizer %s: merge %zu ('%.*s' + '%.*s'): %s is not a byte-level token of the vocab", t->path,
                         r0 + k, (int)q[k].na, q[k].a, (int)q[k].nb, q[k].b,
-                        q[k].ia < 0 ? "the left part" : q[k].ib < 0 ? "the right part" : "the result");
+                        q[k].ia < 0       ? "the left part"
+                            : q[k].ib < 0 ? "the right part"
+                                          : "the result");
             __builtin_prefetch(&t->merges[tok_mix64(tok_pair_key(q[k].ia, q[k].ib)) & t->merge_mask]);
         }
         for (size_t k = 0; k < nq; k++) tok_merge_put(t, q[k].ia, q[k].ib, (uint32_t)(r0 + k), q[k].ic);
@@ -535,20 +540,21 @@ kda_tokenizer *kda_tok_load_tiktoken_llama3(const char *path) {
     int reserved = 0;
     for (int i = 0; i < N; i++) {
         int id = 128000 + i;
-        const char *fixed = id == 128000   ? "<|begin_of_text|>"
-                            : id == 128001 ? "<|end_of_text|>"
-                            : id == 128006 ? "<|start_header_id|>"
-                            : id == 128007 ? "<|end_header_id|>"
-                            : id == 128009 ? "<|eot_id|>"
-                                           : NULL;
-        if (fixed) snprintf(names[i], sizeof names[i], "%s", fixed);
-        else snprintf(names[i], sizeof names[i], "<|reserved_special_token_%d|>", reserved++);
+        const char *fixed = id == 128000 ? "<|begin_of_text|>"
+            : id == 128001               ? "<|end_of_text|>"
+            : id == 128006               ? "<|start_header_id|>"
+            : id == 128007               ? "<|end_header_id|>"
+            : id == 128009               ? "<|eot_id|>"
+                                         : NULL;
+        if (fixed)
+            snprintf(names[i], sizeof names[i], "%s", fixed);
+        else
+            snprintf(names[i], sizeof names[i], "<|reserved_special_token_%d|>", reserved++);
         ptrs[i] = names[i];
     }
     kda_tiktoken_opts o = {KDA_TOK_LLAMA3_PATTERN, ptrs, NULL, N, 128000};
     kda_tokenizer *t = kda_tok_load_tiktoken(path, &o);
-    if (t->n_vocab != 128256)
-        kda_die("tokenizer %s: expected Llama 3's 128000 ranks, found %d", path, t->n_vocab - N);
+    if (t->n_vocab != 128256) kda_die("tokenizer %s: expected Llama 3's 128000 ranks, found %d", path, t->n_vocab - N);
     return t;
 }
 
@@ -563,11 +569,12 @@ kda_tokenizer *kda_tok_load_for_config(const kda_config *cfg, const char *overri
     if (strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer"))
         kda_die("%s: tokenizer_type '%s' is not supported (byte | HuggingFaceTokenizer)", who, cfg->tokenizer_type);
     const char *path = override ? override : cfg->tokenizer_model;
-    if (!path[0]) kda_die("%s: tokenizer_type HuggingFaceTokenizer but tokenizer_model is empty; pass --tokenizer PATH", who);
+    if (!path[0])
+        kda_die("%s: tokenizer_type HuggingFaceTokenizer but tokenizer_model is empty; pass --tokenizer PATH", who);
     kda_tokenizer *tok = kda_tok_load_path(path);
     if (kda_tok_vocab_size(tok) > cfg->vocab_size)
-        fprintf(stderr, "%s: warning: tokenizer '%s' has %d ids, the model only %d; larger ids are refused\n", who, path,
-                kda_tok_vocab_size(tok), cfg->vocab_size);
+        fprintf(stderr, "%s: warning: tokenizer '%s' has %d ids, the model only %d; larger ids are refused\n", who,
+                path, kda_tok_vocab_size(tok), cfg->vocab_size);
     return tok;
 }
 

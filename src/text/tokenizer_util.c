@@ -10,13 +10,15 @@
 
 // ---- byte-level map (GPT-2 bytes_to_unicode) ----
 
-static int printable_byte(uint32_t b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255); }
+static int printable_byte(uint32_t b) {
+    return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+}
 
 uint32_t tok_byte_to_cp(uint8_t b) {
     if (printable_byte(b)) return b;
-    if (b <= 32) return 256u + b;              // 0..32   -> U+0100..U+0120 (space is 'Ġ')
+    if (b <= 32) return 256u + b;                 // 0..32   -> U+0100..U+0120 (space is 'Ġ')
     if (b <= 160) return 256u + 33u + (b - 127u); // 127..160 -> U+0121..U+0142
-    return 323;                                 // 173 (soft hyphen) -> U+0143
+    return 323;                                   // 173 (soft hyphen) -> U+0143
 }
 
 int tok_cp_to_byte(uint32_t cp) {
@@ -62,13 +64,17 @@ int tok_utf8_next(const uint8_t *s, size_t n, uint32_t *cp, int *bad_len) {
     } else if (c >= 0xE0 && c <= 0xEF) {
         need = 2;
         v = c & 0x0Fu;
-        if (c == 0xE0) lo = 0xA0;      // no overlong forms
-        else if (c == 0xED) hi = 0x9F; // no surrogates
+        if (c == 0xE0)
+            lo = 0xA0; // no overlong forms
+        else if (c == 0xED)
+            hi = 0x9F; // no surrogates
     } else if (c >= 0xF0 && c <= 0xF4) {
         need = 3;
         v = c & 0x07u;
-        if (c == 0xF0) lo = 0x90;      // no overlong forms
-        else if (c == 0xF4) hi = 0x8F; // nothing above U+10FFFF
+        if (c == 0xF0)
+            lo = 0x90; // no overlong forms
+        else if (c == 0xF4)
+            hi = 0x8F; // nothing above U+10FFFF
     } else {
         *bad_len = 1;
         return 0;
@@ -217,7 +223,8 @@ char *tok_rewrite_pattern(const char *p, const char *where) {
             } else if (d == 'S') {
                 if (in_class)
                     kda_die("%s: the pre-tokenizer regex has \\S inside a [...] class, which kda cannot "
-                            "translate to Unicode White_Space; write it as a negated class", where);
+                            "translate to Unicode White_Space; write it as a negated class",
+                            where);
                 kda_tok_bytes_append(&out, "[^" WS_SET "]", strlen("[^" WS_SET "]"));
             } else if (d == 'Q') {
                 kda_die("%s: the pre-tokenizer regex uses \\Q...\\E quoting, which kda does not support", where);

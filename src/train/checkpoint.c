@@ -55,8 +55,10 @@ static void rm_rf(const char *path) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
         struct stat st;
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) rm_rf(sub);
-        else unlink(sub);
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            rm_rf(sub);
+        else
+            unlink(sub);
     }
     closedir(d);
     rmdir(path);
@@ -70,7 +72,8 @@ static void write_text_atomic(const char *dir, const char *name, const char *tex
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%d", dir, name, (int)getpid());
     snprintf(dst, sizeof dst, "%s/%s", dir, name);
     FILE *f = kda_fopen(tmp, "w");
-    if (fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) kda_die("cannot write '%s': %s", tmp, strerror(errno));
+    if (fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0)
+        kda_die("cannot write '%s': %s", tmp, strerror(errno));
     fclose(f);
     if (rename(tmp, dst) != 0) kda_die("cannot rename '%s' to '%s': %s", tmp, dst, strerror(errno));
     fsync_path(dir, 1);
@@ -90,7 +93,7 @@ static char *read_small_file(const char *path) {
 
 static void write_params(const kda_model *m, const float *host, const char *path, const char *suffix) {
     kda_st_tensor *t = kda_calloc(m->n_params, sizeof *t);
-    char (*names)[KDA_NAME_MAX + 16] = kda_calloc(m->n_params, sizeof *names);
+    char(*names)[KDA_NAME_MAX + 16] = kda_calloc(m->n_params, sizeof *names);
     for (int i = 0; i < m->n_params; i++) {
         const kda_param *p = &m->params[i];
         snprintf(names[i], sizeof names[i], "%s%s", p->name, suffix);
@@ -154,8 +157,10 @@ static void verify_crc(const json_t *sums, const char *dir, const char *path) {
     static int warned;
     if (!sums) {
         if (!warned++)
-            fprintf(stderr, "kda: warning: checkpoint '%s' has no checksums (written by an older kda); its files are "
-                            "not verified\n", dir);
+            fprintf(stderr,
+                    "kda: warning: checkpoint '%s' has no checksums (written by an older kda); its files are "
+                    "not verified\n",
+                    dir);
         return;
     }
     const char *base = strrchr(path, '/');

@@ -11,11 +11,11 @@ struct kda_dist_optim {
     kda_model *m;
     kda_comm *c;
     int sharded;
-    size_t S, lo;            // this rank's shard: floats [lo, lo + S)
-    float *master;           // fp32 masters of the shard (CPU: m->master + lo; CUDA: own buffer)
+    size_t S, lo;  // this rank's shard: floats [lo, lo + S)
+    float *master; // fp32 masters of the shard (CPU: m->master + lo; CUDA: own buffer)
     int own_master;
-    float *adam_m, *adam_v;  // moments of the shard [S]
-    kda_ckpt_shards ckpt;    // how checkpoints reach the shards (sharded only)
+    float *adam_m, *adam_v; // moments of the shard [S]
+    kda_ckpt_shards ckpt;   // how checkpoints reach the shards (sharded only)
 };
 
 #define SHARD_ALIGN 16

@@ -65,29 +65,52 @@ void kda_hf_write_config(const kda_config *c, const char *dir, const char *torch
 // one KDAConfig key -> kda_config_set("key=value")
 static void set_from_json(kda_config *c, const char *path, const char *key, json_t *v) {
     char kv[256];
-    if (json_is_null(v)) snprintf(kv, sizeof kv, "%s=null", key);
-    else if (json_is_true(v)) snprintf(kv, sizeof kv, "%s=true", key);
-    else if (json_is_false(v)) snprintf(kv, sizeof kv, "%s=false", key);
-    else if (json_is_integer(v)) snprintf(kv, sizeof kv, "%s=%lld", key, (long long)json_integer_value(v));
+    if (json_is_null(v))
+        snprintf(kv, sizeof kv, "%s=null", key);
+    else if (json_is_true(v))
+        snprintf(kv, sizeof kv, "%s=true", key);
+    else if (json_is_false(v))
+        snprintf(kv, sizeof kv, "%s=false", key);
+    else if (json_is_integer(v))
+        snprintf(kv, sizeof kv, "%s=%lld", key, (long long)json_integer_value(v));
     else if (json_is_real(v)) {
         double x = json_real_value(v);
         // integral reals (e.g. expand_v 2.0) keep a decimal point so integer keys reject them
         snprintf(kv, sizeof kv, "%s=%.17g%s", key, x, x == floor(x) && fabs(x) < 1e15 ? ".0" : "");
-    } else if (json_is_string(v)) snprintf(kv, sizeof kv, "%s=%s", key, json_string_value(v));
-    else kda_die("%s: key '%s' has an unsupported JSON type", path, key);
+    } else if (json_is_string(v))
+        snprintf(kv, sizeof kv, "%s=%s", key, json_string_value(v));
+    else
+        kda_die("%s: key '%s' has an unsupported JSON type", path, key);
     kda_config_set(c, kv);
 }
 
 // kda_die hook while config.json values go through kda_config_set (whose messages say --set)
-static void note_config_origin(void *path) { fprintf(stderr, "kda: (that value comes from '%s')\n", (const char *)path); }
+static void note_config_origin(void *path) {
+    fprintf(stderr, "kda: (that value comes from '%s')\n", (const char *)path);
+}
 
 // FLA KDAConfig's constructor defaults: what FLA builds for a key that config.json leaves out
-static const char *const fla_model_defaults[] = {
-    "hidden_size=2048", "num_hidden_layers=24", "num_heads=16", "num_v_heads=null", "head_dim=128",
-    "expand_v=1.0", "use_short_conv=true", "conv_size=4", "intermediate_size=0", "hidden_ratio=4.0",
-    "vocab_size=32000", "norm_eps=1e-6", "tie_word_embeddings=false", "initializer_range=0.02",
-    "max_position_embeddings=2048", "allow_neg_eigval=false", "safe_gate=false", "bos_token_id=1",
-    "eos_token_id=2", "pad_token_id=null", NULL};
+static const char *const fla_model_defaults[] = {"hidden_size=2048",
+                                                 "num_hidden_layers=24",
+                                                 "num_heads=16",
+                                                 "num_v_heads=null",
+                                                 "head_dim=128",
+                                                 "expand_v=1.0",
+                                                 "use_short_conv=true",
+                                                 "conv_size=4",
+                                                 "intermediate_size=0",
+                                                 "hidden_ratio=4.0",
+                                                 "vocab_size=32000",
+                                                 "norm_eps=1e-6",
+                                                 "tie_word_embeddings=false",
+                                                 "initializer_range=0.02",
+                                                 "max_position_embeddings=2048",
+                                                 "allow_neg_eigval=false",
+                                                 "safe_gate=false",
+                                                 "bos_token_id=1",
+                                                 "eos_token_id=2",
+                                                 "pad_token_id=null",
+                                                 NULL};
 
 void kda_hf_read_config(kda_config *c, const char *path) {
     if (access(path, F_OK) != 0) kda_die("'%s' is missing: an HF model folder has a config.json", path);
@@ -99,7 +122,9 @@ void kda_hf_read_config(kda_config *c, const char *path) {
     if (!mt || strcmp(mt, "kda"))
         kda_die("'%s' has model_type '%s'; kda imports KDA models (model_type \"kda\") only", path, mt ? mt : "(none)");
     // keys that would change the architecture into one kda does not build
-    static const struct { const char *key, *why; } must_be_null[] = {
+    static const struct {
+        const char *key, *why;
+    } must_be_null[] = {
         {"attn", "hybrid models with softmax-attention layers are not supported (pure KDA only)"},
         {"attnres_block_size", "attention-residual mixing is not supported"},
         {"lower_bound", "a lower-bounded decay gate (safe gate) is not supported"},
@@ -116,20 +141,25 @@ void kda_hf_read_config(kda_config *c, const char *path) {
         kda_die("'%s': untied embeddings (tie_word_embeddings %s) are not supported", path,
                 tie ? "false" : "absent, which FLA reads as false");
 
-    static const char *const model_keys[] = {
-        "hidden_size", "num_hidden_layers", "num_heads", "num_v_heads", "head_dim", "expand_v", "use_short_conv",
-        "conv_size", "intermediate_size", "hidden_ratio", "vocab_size", "norm_eps", "tie_word_embeddings",
-        "initializer_range", "max_position_embeddings", "allow_neg_eigval", "safe_gate", "bos_token_id",
-        "eos_token_id", "pad_token_id", NULL};
+    static const char *const model_keys[] = {"hidden_size",         "num_hidden_layers", "num_heads",
+                                             "num_v_heads",         "head_dim",          "expand_v",
+                                             "use_short_conv",      "conv_size",         "intermediate_size",
+                                             "hidden_ratio",        "vocab_size",        "norm_eps",
+                                             "tie_word_embeddings", "initializer_range", "max_position_embeddings",
+                                             "allow_neg_eigval",    "safe_gate",         "bos_token_id",
+                                             "eos_token_id",        "pad_token_id",      NULL};
     kda_on_die(note_config_origin, (void *)path);
     for (int i = 0; fla_model_defaults[i]; i++) kda_config_set(c, fla_model_defaults[i]);
     for (int i = 0; model_keys[i]; i++) {
         json_t *v = json_object_get(o, model_keys[i]);
         if (!v) continue;
         // FLA's nulls with a meaning: intermediate_size derived from hidden_ratio (0 here), hidden_ratio 4
-        if (json_is_null(v) && !strcmp(model_keys[i], "intermediate_size")) kda_config_set(c, "intermediate_size=0");
-        else if (json_is_null(v) && !strcmp(model_keys[i], "hidden_ratio")) kda_config_set(c, "hidden_ratio=4.0");
-        else set_from_json(c, path, model_keys[i], v);
+        if (json_is_null(v) && !strcmp(model_keys[i], "intermediate_size"))
+            kda_config_set(c, "intermediate_size=0");
+        else if (json_is_null(v) && !strcmp(model_keys[i], "hidden_ratio"))
+            kda_config_set(c, "hidden_ratio=4.0");
+        else
+            set_from_json(c, path, model_keys[i], v);
     }
     kda_on_die_remove(note_config_origin, (void *)path);
     json_decref(o);
@@ -199,7 +229,8 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
 static void check_no_extra_tensors(const kda_model *m, const char *where, const char *name) {
     if (kda_model_find_param(m, name) < 0 && strcmp(name, "lm_head.weight"))
         kda_die("%s holds tensor '%s', which a KDAForCausalLM of this config.json does not have "
-                "(a model variant kda does not build?)", where, name);
+                "(a model variant kda does not build?)",
+                where, name);
 }
 
 void kda_hf_read_weights(kda_model *m, const char *dir) {

@@ -12,7 +12,8 @@
 
 enum { S_LOSS, S_VAL, S_LR, S_TPS, N_SERIES };
 static const char *const series_key[N_SERIES] = {"loss", "val_loss", "lr", "tokens_per_s"};
-static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 enum { W = 960, PANEL_H = 250, TOP = 66, LEFT = 84, RIGHT = 24, GAP = 44 };
 
 typedef struct {
@@ -48,7 +49,8 @@ static void read_run(const kda_plot_input *in, run *r) {
         json_error_t e;
         json_t *o = json_loads(line, 0, &e);
         if (!o || !json_is_object(o))
-            kda_die("kda plot: '%s' line %ld is not a JSON object (%s)", in->path, lineno, o ? "not an object" : e.text);
+            kda_die("kda plot: '%s' line %ld is not a JSON object (%s)", in->path, lineno,
+                    o ? "not an object" : e.text);
         json_t *it = json_object_get(o, "iteration");
         if (json_is_number(it))
             for (int k = 0; k < N_SERIES; k++) {
@@ -73,10 +75,14 @@ static double nice_step(double lo, double hi, int want) {
 }
 
 static void fmt_num(char *b, size_t n, double v, double step) {
-    if (v == 0) snprintf(b, n, "0");
-    else if (fabs(v) < 1e-3 || fabs(v) >= 1e6) snprintf(b, n, "%.3g", v);
-    else if (step >= 1) snprintf(b, n, "%.0f", v);
-    else snprintf(b, n, "%.*f", (int)ceil(-log10(step)), v);
+    if (v == 0)
+        snprintf(b, n, "0");
+    else if (fabs(v) < 1e-3 || fabs(v) >= 1e6)
+        snprintf(b, n, "%.3g", v);
+    else if (step >= 1)
+        snprintf(b, n, "%.0f", v);
+    else
+        snprintf(b, n, "%.*f", (int)ceil(-log10(step)), v);
 }
 
 typedef struct {
@@ -98,18 +104,20 @@ static void axes(FILE *o, const frame *fr, const char *title, const char *ylabel
         fmt_num(b, sizeof b, x, xs);
         fprintf(o, "<line class=\"xtick\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>", px(fr, x),
                 fr->top, px(fr, x), fr->top + PANEL_H);
-        fprintf(o, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", px(fr, x), fr->top + PANEL_H + 16, b);
+        fprintf(o, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", px(fr, x), fr->top + PANEL_H + 16,
+                b);
     }
     for (double y = ceil(fr->y0 / ys) * ys; y <= fr->y1 + 1e-9 * ys; y += ys) {
         fmt_num(b, sizeof b, y, ys);
-        fprintf(o, "<line class=\"ytick\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>", LEFT, py(fr, y),
-                W - RIGHT, py(fr, y));
+        fprintf(o, "<line class=\"ytick\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>", LEFT,
+                py(fr, y), W - RIGHT, py(fr, y));
         fprintf(o, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", LEFT - 6, py(fr, y) + 4, b);
     }
-    fprintf(o, "<text x=\"%d\" y=\"%d\" transform=\"rotate(-90 %d %d)\" text-anchor=\"middle\" class=\"label\">%s</text>\n",
-            18, fr->top + PANEL_H / 2, 18, fr->top + PANEL_H / 2, ylabel);
-    fprintf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"label\">iteration</text>\n", (LEFT + W - RIGHT) / 2,
-            fr->top + PANEL_H + 34);
+    fprintf(
+        o, "<text x=\"%d\" y=\"%d\" transform=\"rotate(-90 %d %d)\" text-anchor=\"middle\" class=\"label\">%s</text>\n",
+        18, fr->top + PANEL_H / 2, 18, fr->top + PANEL_H / 2, ylabel);
+    fprintf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"label\">iteration</text>\n",
+            (LEFT + W - RIGHT) / 2, fr->top + PANEL_H + 34);
 }
 
 static long polyline(FILE *o, const frame *fr, const series *s, const char *color, const char *cls, const char *dash) {
@@ -122,11 +130,16 @@ static long polyline(FILE *o, const frame *fr, const series *s, const char *colo
 
 static void xml_text(FILE *o, const char *s) {
     for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", o);
-        else if (*s == '>') fputs("&gt;", o);
-        else if (*s == '&') fputs("&amp;", o);
-        else if (*s == '"') fputs("&quot;", o);
-        else fputc(*s, o);
+        if (*s == '<')
+            fputs("&lt;", o);
+        else if (*s == '>')
+            fputs("&gt;", o);
+        else if (*s == '&')
+            fputs("&amp;", o);
+        else if (*s == '"')
+            fputs("&quot;", o);
+        else
+            fputc(*s, o);
     }
 }
 
@@ -135,8 +148,8 @@ long kda_plot_svg(const kda_plot_input *in, int n, const char *out_path, const c
     run *r = kda_calloc(n, sizeof *r);
     for (int i = 0; i < n; i++) read_run(&in[i], &r[i]);
     static const int panel_series[3][2] = {{S_LOSS, S_VAL}, {S_LR, -1}, {S_TPS, -1}};
-    static const char *const names[3][2] = {{"loss (solid: training, dashed: validation)", "loss"},
-                                            {"learning rate", "lr"}, {"throughput", "tokens/s"}};
+    static const char *const names[3][2] = {
+        {"loss (solid: training, dashed: validation)", "loss"}, {"learning rate", "lr"}, {"throughput", "tokens/s"}};
     double gx0 = INFINITY, gx1 = -INFINITY;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < N_SERIES; k++)
@@ -147,11 +160,13 @@ long kda_plot_svg(const kda_plot_input *in, int n, const char *out_path, const c
     FILE *o = fopen(tmp, "w");
     if (!o) kda_die("kda plot: cannot write '%s': %s", tmp, strerror(errno));
     int H = TOP + 3 * (PANEL_H + GAP + 20) + 20 + 18 * n;
-    fprintf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
-               "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+    fprintf(o,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
+            "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
             W, H, W, H);
-    fprintf(o, "<style>.title{font-weight:bold;font-size:14px}.label{fill:#333}</style>\n<rect width=\"100%%\" "
-               "height=\"100%%\" fill=\"white\"/>\n<text x=\"%d\" y=\"24\" class=\"title\">",
+    fprintf(o,
+            "<style>.title{font-weight:bold;font-size:14px}.label{fill:#333}</style>\n<rect width=\"100%%\" "
+            "height=\"100%%\" fill=\"white\"/>\n<text x=\"%d\" y=\"24\" class=\"title\">",
             LEFT);
     xml_text(o, title ? title : "kda training curves");
     fprintf(o, "</text>\n");
@@ -162,7 +177,8 @@ long kda_plot_svg(const kda_plot_input *in, int n, const char *out_path, const c
             for (int q = 0; q < 2; q++) {
                 int k = panel_series[p][q];
                 if (k < 0) continue;
-                for (long j = 0; j < r[i].s[k].n; j++) fr.y0 = fmin(fr.y0, r[i].s[k].y[j]), fr.y1 = fmax(fr.y1, r[i].s[k].y[j]);
+                for (long j = 0; j < r[i].s[k].n; j++)
+                    fr.y0 = fmin(fr.y0, r[i].s[k].y[j]), fr.y1 = fmax(fr.y1, r[i].s[k].y[j]);
             }
         if (!(fr.y1 >= fr.y0)) fr.y0 = 0, fr.y1 = 1; // no data in this panel
         double pad = (fr.y1 - fr.y0) * 0.05;
@@ -180,8 +196,10 @@ long kda_plot_svg(const kda_plot_input *in, int n, const char *out_path, const c
     }
     int ly = TOP + 3 * (PANEL_H + GAP + 20) + 4;
     for (int i = 0; i < n; i++) {
-        fprintf(o, "<g class=\"legend\"><rect x=\"%d\" y=\"%d\" width=\"18\" height=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">",
-                LEFT, ly + 18 * i - 4, palette[i % 8], LEFT + 26, ly + 18 * i + 1);
+        fprintf(
+            o,
+            "<g class=\"legend\"><rect x=\"%d\" y=\"%d\" width=\"18\" height=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">",
+            LEFT, ly + 18 * i - 4, palette[i % 8], LEFT + 26, ly + 18 * i + 1);
         xml_text(o, r[i].label);
         fprintf(o, "</text></g>\n");
     }

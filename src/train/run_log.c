@@ -21,7 +21,7 @@ struct kda_run_log {
     kda_tb *tb;
     long start_iteration, last_iteration;
     double t_start;
-    double tokens;     // trained by this run
+    double tokens; // trained by this run
     double last_loss, last_val;
 };
 
@@ -46,12 +46,15 @@ static void truncate_after(const char *path, long keep) {
         json_t *it = j ? json_object_get(j, "iteration") : NULL;
         int keep_line = !it || !json_is_integer(it) || json_integer_value(it) <= keep;
         json_decref(j);
-        if (keep_line) fputs(line, o);
-        else dropped++;
+        if (keep_line)
+            fputs(line, o);
+        else
+            dropped++;
     }
     free(line);
     fclose(f);
-    if (fclose(o) != 0 || rename(tmp, path) != 0) kda_die("cannot rewrite metrics file '%s': %s", path, strerror(errno));
+    if (fclose(o) != 0 || rename(tmp, path) != 0)
+        kda_die("cannot rewrite metrics file '%s': %s", path, strerror(errno));
     if (dropped)
         printf("kda train: %s: dropped %ld rows past iteration %ld (a run that stopped after its last checkpoint)\n",
                path, dropped, keep);
@@ -77,15 +80,17 @@ static void write_header(kda_run_log *rl, const char *config_path, const char *b
     free(yaml);
 }
 
-kda_run_log *kda_run_log_open(const kda_config *cfg, const char *config_path, const char *backend,
-                              long start_iteration, int files) {
+kda_run_log *kda_run_log_open(const kda_config *cfg, const char *config_path, const char *backend, long start_iteration,
+                              int files) {
     kda_run_log *rl = kda_calloc(1, sizeof *rl);
     rl->cfg = cfg;
     rl->start_iteration = rl->last_iteration = start_iteration;
     rl->t_start = kda_now();
     if (!files) return rl;
-    if (cfg->metrics_file[0]) snprintf(rl->metrics_path, sizeof rl->metrics_path, "%s", cfg->metrics_file);
-    else if (cfg->save[0]) snprintf(rl->metrics_path, sizeof rl->metrics_path, "%s/metrics.jsonl", cfg->save);
+    if (cfg->metrics_file[0])
+        snprintf(rl->metrics_path, sizeof rl->metrics_path, "%s", cfg->metrics_file);
+    else if (cfg->save[0])
+        snprintf(rl->metrics_path, sizeof rl->metrics_path, "%s/metrics.jsonl", cfg->save);
     if (rl->metrics_path[0]) {
         if (start_iteration > 0) truncate_after(rl->metrics_path, start_iteration);
         rl->metrics = kda_fopen(rl->metrics_path, start_iteration > 0 ? "a" : "w");
@@ -100,9 +105,12 @@ kda_run_log *kda_run_log_open(const kda_config *cfg, const char *config_path, co
 
 static void fmt_duration(char *b, size_t n, double s) {
     long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(b, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) snprintf(b, n, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(b, n, "%lds", t);
+    if (t >= 3600)
+        snprintf(b, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60)
+        snprintf(b, n, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(b, n, "%lds", t);
 }
 
 void kda_run_log_train(kda_run_log *rl, const kda_log_row *r) {
@@ -115,8 +123,9 @@ void kda_run_log_train(kda_run_log *rl, const kda_log_row *r) {
     char el[32], eta[32];
     fmt_duration(el, sizeof el, elapsed);
     fmt_duration(eta, sizeof eta, left);
-    printf("iter %6ld/%ld | loss %.4f | lr %.3e | grad norm %.3f | %.1f ms/iter | %.0f tokens/s | %s elapsed, %s left\n",
-           r->iteration, c->train_iters, r->loss, r->lr, r->grad_norm, r->ms_per_iter, r->tokens_per_s, el, eta);
+    printf(
+        "iter %6ld/%ld | loss %.4f | lr %.3e | grad norm %.3f | %.1f ms/iter | %.0f tokens/s | %s elapsed, %s left\n",
+        r->iteration, c->train_iters, r->loss, r->lr, r->grad_norm, r->ms_per_iter, r->tokens_per_s, el, eta);
     fflush(stdout);
     if (rl->metrics) {
         fprintf(rl->metrics,
@@ -144,8 +153,8 @@ void kda_run_log_valid(kda_run_log *rl, long iteration, double loss) {
     printf("validation at iter %ld | loss %.4f | ppl %.3f\n", iteration, loss, exp(loss));
     fflush(stdout);
     if (rl->metrics) {
-        fprintf(rl->metrics, "{\"iteration\": %ld, \"val_loss\": %.6f, \"val_ppl\": %.6g, \"wall_time\": %.3f}\n", iteration,
-                loss, exp(loss), unix_now());
+        fprintf(rl->metrics, "{\"iteration\": %ld, \"val_loss\": %.6f, \"val_ppl\": %.6g, \"wall_time\": %.3f}\n",
+                iteration, loss, exp(loss), unix_now());
         if (fflush(rl->metrics) != 0) kda_die("cannot write metrics file '%s': %s", rl->metrics_path, strerror(errno));
     }
     if (rl->tb) {
@@ -160,7 +169,8 @@ void kda_run_log_summary(kda_run_log *rl, long iteration, const char *checkpoint
     char el[32];
     fmt_duration(el, sizeof el, t);
     char val[48] = "";
-    if (rl->last_val == rl->last_val && rl->last_val != 0) snprintf(val, sizeof val, ", validation loss %.4f", rl->last_val);
+    if (rl->last_val == rl->last_val && rl->last_val != 0)
+        snprintf(val, sizeof val, ", validation loss %.4f", rl->last_val);
     printf("kda train: done: iterations %ld -> %ld, %.3g tokens in %s (%.0f tokens/s on average); last logged loss "
            "%.4f%s; %s%s%s%s\n",
            rl->start_iteration, iteration, rl->tokens, el, t > 0 ? rl->tokens / t : 0.0, rl->last_loss, val,

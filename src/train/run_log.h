@@ -21,17 +21,17 @@
 typedef struct kda_run_log kda_run_log;
 
 typedef struct {
-    long iteration;            // 1-based, after the step
+    long iteration; // 1-based, after the step
     uint64_t consumed_samples;
     double loss, lr, grad_norm, ms_per_iter, tokens_per_s;
-    double mfu;                // < 0: unknown
-    double mem_gib;            // device memory in use, < 0: unknown
+    double mfu;     // < 0: unknown
+    double mem_gib; // device memory in use, < 0: unknown
 } kda_log_row;
 
 // config_path may be NULL (built-in config); backend: one line naming the device; files: 0 on
 // all but one rank of a data-parallel run (they print nothing and write no file).
-kda_run_log *kda_run_log_open(const kda_config *cfg, const char *config_path, const char *backend,
-                              long start_iteration, int files);
+kda_run_log *kda_run_log_open(const kda_config *cfg, const char *config_path, const char *backend, long start_iteration,
+                              int files);
 // Prints the log line (stdout) and writes the metrics row and TensorBoard scalars.
 void kda_run_log_train(kda_run_log *rl, const kda_log_row *r);
 // A validation loss at an iteration: a log line, a metrics row {"iteration", "val_loss",

@@ -116,7 +116,8 @@ kda_tb *kda_tb_open(const char *dir) {
     kda_tb *tb = kda_calloc(1, sizeof *tb);
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
-    snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, (long)time(NULL), host, (long)getpid());
+    snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, (long)time(NULL), host,
+             (long)getpid());
     tb->f = fopen(tb->path, "wb");
     if (!tb->f) kda_die("cannot create TensorBoard event file '%s': %s (tensorboard_dir)", tb->path, strerror(errno));
     pbuf ev = {.n = 0};

@@ -45,7 +45,7 @@ typedef struct {
     int n_acc;
     long last_saved;                   // iteration of the last checkpoint written or loaded
     char last_ckpt[KDA_PATH_MAX + 32]; // the last checkpoint this run wrote ("" none)
-    kda_mem_plan mp;    // the memory the run needs (mem_plan.h), computed before anything large
+    kda_mem_plan mp;                   // the memory the run needs (mem_plan.h), computed before anything large
     kda_mem_avail avail;
 } trainer;
 
@@ -192,7 +192,8 @@ static void open_run(trainer *t) {
     if (t->val)
         printf("kda train: validation every %d iterations and at the end: %d batches of the valid split\n",
                c->eval_interval, c->eval_iters);
-    else printf("kda train: no validation loss: %s\n", no_valid);
+    else
+        printf("kda train: no validation loss: %s\n", no_valid);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     size_t B = (size_t)t->B, T = (size_t)t->T;
@@ -253,9 +254,9 @@ static void describe_last_checkpoint(const kda_config *c, char *out, size_t len)
     if (!dir) return;
     int fin = kda_ckpt_weights_finite(dir);
     snprintf(out, len, "the last checkpoint is %s, %s", dir,
-             fin == 1   ? "its weights are finite"
-             : fin == 0 ? "its weights are NOT finite: use an earlier one"
-                        : "not known to be finite (older format)");
+             fin == 1       ? "its weights are finite"
+                 : fin == 0 ? "its weights are NOT finite: use an earlier one"
+                            : "not known to be finite (older format)");
     free(dir);
 }
 
@@ -301,8 +302,7 @@ static void validate_if_due(trainer *t, int at_end) {
     long iter = t->st.iteration;
     if (!t->val || !((c->eval_interval > 0 && iter % c->eval_interval == 0) || at_end)) return;
     double vs, vc;
-    kda_validate(t->val, t->m, kda_validate_index(c, iter), t->dist->rank, t->dist->world, &vs,
-                 &vc);
+    kda_validate(t->val, t->m, kda_validate_index(c, iter), t->dist->rank, t->dist->world, &vs, &vc);
     if (t->dist->world > 1) vs = t->comm->sum_f64(t->comm, vs), vc = t->comm->sum_f64(t->comm, vc);
     if (vc > 0) kda_run_log_valid(t->rl, iter, vs / vc);
 }
@@ -370,9 +370,8 @@ static int plan_memory(trainer *t) {
     kda_mem_plan_compute(&t->mp, c, t->ops, t->B, t->T);
     kda_mem_available(t->ops, &t->avail);
     if (t->opts->dry_run || t->opts->plan_only) {
-        printf("kda train: memory plan: backend %s (%s), micro-batch %d x %d, recompute_granularity %s\n",
-               t->ops->name, kda_backend_reason(), t->B, t->T,
-               c->recompute_granularity[0] ? c->recompute_granularity : "none");
+        printf("kda train: memory plan: backend %s (%s), micro-batch %d x %d, recompute_granularity %s\n", t->ops->name,
+               kda_backend_reason(), t->B, t->T, c->recompute_granularity[0] ? c->recompute_granularity : "none");
         kda_mem_plan_print(stdout, "kda train:", &t->mp, &t->avail);
         fflush(stdout);
     }

@@ -47,9 +47,19 @@ int main(int argc, char **argv) {
     void *saved = CU->alloc(CU->kda_saved_bytes(&d));
     CU->kda_fwd(&d, q, k, v, f, b, A, dt, o, saved);
     CU->kda_bwd(&d, q, k, v, f, b, A, dt, saved, dO, dq, dk, dv, df, db, dA, ddt);
-    struct { const char *name; void *p; size_t n; int f32; } outs[] = {
-        {"o", o, nv, 0}, {"dq", dq, nk, 0}, {"dk", dk, nk, 0}, {"dv", dv, nv, 0}, {"df", df, nk, 0},
-        {"db", db, nb, 0}, {"dA_log", dA, (size_t)d.H, 1}, {"ddt_bias", ddt, (size_t)d.H * d.K, 1}};
+    struct {
+        const char *name;
+        void *p;
+        size_t n;
+        int f32;
+    } outs[] = {{"o", o, nv, 0},
+                {"dq", dq, nk, 0},
+                {"dk", dk, nk, 0},
+                {"dv", dv, nv, 0},
+                {"df", df, nk, 0},
+                {"db", db, nb, 0},
+                {"dA_log", dA, (size_t)d.H, 1},
+                {"ddt_bias", ddt, (size_t)d.H * d.K, 1}};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
         float *h = outs[i].f32 ? h_of_f32(outs[i].p, outs[i].n) : h_of_bf(outs[i].p, outs[i].n);
         save_f32(dir, outs[i].name, h, outs[i].n);

@@ -135,8 +135,10 @@ static kda_config small_cfg(void) {
 static int argmax(const float *x, int n, float *margin) {
     int b = 0, s = -1;
     for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) s = b, b = i;
-        else if (s < 0 || x[i] > x[s]) s = i;
+        if (x[i] > x[b])
+            s = b, b = i;
+        else if (s < 0 || x[i] > x[s])
+            s = i;
     if (s < 0) s = b == 0 ? 1 : 0;
     *margin = x[b] - x[s];
     return b;
@@ -150,7 +152,9 @@ static void test_decoder(void) {
     kda_model_init(mc, kda_rng_u64(&RNG));
     for (int i = 0; i < mc->n_params; i++) {
         kda_param *p = &mc->params[i];
-        double sd = strstr(p->name, "norm") ? 0.2 : (strstr(p->name, "A_log") || strstr(p->name, "dt_bias")) ? 0.5 : 0.15;
+        double sd = strstr(p->name, "norm")                            ? 0.2
+            : (strstr(p->name, "A_log") || strstr(p->name, "dt_bias")) ? 0.5
+                                                                       : 0.15;
         for (size_t j = 0; j < p->numel; j++) mc->master[p->offset + j] += (float)(sd * kda_rng_normal(&RNG));
     }
     h_bf(mc->master, mc->n_floats);
@@ -170,7 +174,8 @@ static void test_decoder(void) {
         const float *lg = kda_decoder_logits(dg);
         double e = rel_vs(lg, lc, NV);
         worst = e > worst ? e : worst;
-        for (int i = 0; i < NV; i++) num += ((double)lg[i] - lc[i]) * ((double)lg[i] - lc[i]), den += (double)lc[i] * lc[i];
+        for (int i = 0; i < NV; i++)
+            num += ((double)lg[i] - lc[i]) * ((double)lg[i] - lc[i]), den += (double)lc[i] * lc[i];
         float mc_, mg_;
         int ic = argmax(lc, NV, &mc_), ig = argmax(lg, NV, &mg_);
         double rms = 0;
@@ -185,13 +190,15 @@ static void test_decoder(void) {
     printf("  (GPU vs CPU decoder: %d positions, %d with a clear CPU top-2 margin)\n", STEPS + 1, clear);
     T_REL("decoder GPU vs CPU: logits over prompt end + 24 steps", sqrt(num / den), 3e-2);
     T_REL("decoder GPU vs CPU: worst single position", worst, 6e-2);
-    T_CHECK(clear >= 5 && agree == clear, "greedy ids: GPU argmax = CPU argmax at all %d positions with a clear margin "
-            "(%d agree)", clear, agree);
+    T_CHECK(clear >= 5 && agree == clear,
+            "greedy ids: GPU argmax = CPU argmax at all %d positions with a clear margin "
+            "(%d agree)",
+            clear, agree);
     // the GPU decoder vs the GPU's full-sequence forward (chunked kernels) at the last position
     float *full = (float *)kda_malloc(sizeof(float) * (size_t)n * NV);
     kda_model_logits(mg, seq, 1, n, full);
-    T_REL("GPU decoder vs GPU full forward (last position)", rel_vs(kda_decoder_logits(dg), full + (size_t)(n - 1) * NV, NV),
-          3e-2);
+    T_REL("GPU decoder vs GPU full forward (last position)",
+          rel_vs(kda_decoder_logits(dg), full + (size_t)(n - 1) * NV, NV), 3e-2);
     // memory: the decoder's state is fixed, and a reset decoder repeats itself bitwise
     float *first = (float *)kda_malloc(sizeof(float) * NV);
     kda_decoder_reset(dg);
@@ -201,9 +208,10 @@ static void test_decoder(void) {
     kda_decoder_feed(dg, seq, NP);
     T_CHECK(!memcmp(first, kda_decoder_logits(dg), sizeof(float) * NV), "GPU decoder after a reset: same bits again");
     size_t expect = (size_t)c.num_hidden_layers *
-                    ((size_t)(c.conv_size - 1) * (2 * c.key_dim + c.value_dim) * 2 + (size_t)c.num_heads * c.head_dim * c.head_v_dim * 4);
-    T_CHECK(kda_decoder_state_bytes(dg) == expect, "GPU state bytes %zu = L x ((W-1)(2Dk+Dv) x 2 (bf16 tails) + H K Vd x 4)",
-            kda_decoder_state_bytes(dg));
+        ((size_t)(c.conv_size - 1) * (2 * c.key_dim + c.value_dim) * 2 +
+         (size_t)c.num_heads * c.head_dim * c.head_v_dim * 4);
+    T_CHECK(kda_decoder_state_bytes(dg) == expect,
+            "GPU state bytes %zu = L x ((W-1)(2Dk+Dv) x 2 (bf16 tails) + H K Vd x 4)", kda_decoder_state_bytes(dg));
     free(full), free(first), free(lc);
     kda_decoder_free(dc), kda_decoder_free(dg);
     kda_model_free(mc), kda_model_free(mg);
@@ -220,8 +228,8 @@ int main(void) {
     test_core_state(2, 7, 3, 32, 64, 64, KDA_RECURRENT);
     test_core_state(1, 9, 2, 48, 80, 64, KDA_RECURRENT);
     test_core_state(1, 5, 2, 128, 128, 64, KDA_RECURRENT); // 64 KiB of state in shared memory
-    test_core_state(2, 100, 2, 32, 64, 64, KDA_CHUNKED);  // prefill from a state, partial last chunk
-    test_core_state(1, 40, 3, 32, 64, 64, KDA_CHUNKED);   // shorter than a chunk
+    test_core_state(2, 100, 2, 32, 64, 64, KDA_CHUNKED);   // prefill from a state, partial last chunk
+    test_core_state(1, 40, 3, 32, 64, 64, KDA_CHUNKED);    // shorter than a chunk
     test_decoder();
     return t_done("test_cuda_decode");
 }

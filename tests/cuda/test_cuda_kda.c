@@ -75,8 +75,8 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         double e = fabs((double)res[0][5][h] - dA_ref[h]) / (allowed > 0.0 ? allowed : 1.0);
         if (e > worst) worst = e;
     }
-    T_CHECK(worst <= 1.0, "%-48s error / allowed %.3f (<= 1); rel err %.3e", "kda_bwd dA_log (the += part)",
-            worst, (double)rel_vs(res[0][5], dA_ref, H));
+    T_CHECK(worst <= 1.0, "%-48s error / allowed %.3f (<= 1); rel err %.3e", "kda_bwd dA_log (the += part)", worst,
+            (double)rel_vs(res[0][5], dA_ref, H));
     CHECK_REL("kda_bwd ddt_bias (the += part)", res[0][6], ddt_ref, (size_t)H * K, 8e-3);
     size_t sz[7] = {x.nk, x.nk, x.nv, x.nk, x.nb, (size_t)H, (size_t)H * K};
     int same = 1;
@@ -107,6 +107,7 @@ int main(void) {
     run_case(1, 100, 2, 16, 24, 32);   // chunk 32
     run_case(3, 5, 1, 32, 64, 64);     // shorter than one chunk
     run_case(2, 90, 2, 18, 30, 64);    // head sizes not multiples of 4: element-wise loads everywhere
-    run_case(1, 77, 3, 12, 20, 40);    // multiples of 4, not 8 (16-byte loads of fp32 only); chunk 40 ends inside a 16-row block
+    run_case(1, 77, 3, 12, 20,
+             40); // multiples of 4, not 8 (16-byte loads of fp32 only); chunk 40 ends inside a 16-row block
     return t_done("test_cuda_kda");
 }

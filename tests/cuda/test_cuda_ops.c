@@ -49,7 +49,8 @@ static void test_linear(int N, int In, int O, int with_bias) {
     CPU->linear_bwd(x, W, gy, NULL, dW_ref, NULL, N, In, O, 0);
     CHECK_REL("linear_bwd dx=NULL: dW", gW, dW_ref, (size_t)O * In, 1e-4);
     CU->free(gW_), CU->free(gy_), CU->free(dx_), CU->free(dW_), CU->free(db_), CU->free(dy_);
-    free(x), free(W), free(bias), free(y_ref), free(y), free(gy), free(dW0), free(dB0), free(dx0), free(gW), free(dW_ref);
+    free(x), free(W), free(bias), free(y_ref), free(y), free(gy), free(dW0), free(dB0), free(dx0), free(gW),
+        free(dW_ref);
 }
 
 // ---- embedding ----
@@ -201,8 +202,8 @@ static void test_conv(int B, int T, int C, int W) {
     void *dx2_ = d_bf_nan(n);
     CU->conv_silu_bwd(x_, w_, g_, dx2_, dw2_, B, T, C, W);
     float *dx2 = h_of_bf(dx2_, n), *dw2 = h_of_f32(dw2_, (size_t)C * W);
-    T_CHECK(!memcmp(dx2, dx, n * 4) && !memcmp(dw2, dw, (size_t)C * W * 4), "conv_silu_bwd C=%d W=%d: bitwise repeatable",
-            C, W);
+    T_CHECK(!memcmp(dx2, dx, n * 4) && !memcmp(dw2, dw, (size_t)C * W * 4),
+            "conv_silu_bwd C=%d W=%d: bitwise repeatable", C, W);
     CU->free(dw2_), CU->free(dx2_), free(dx2), free(dw2);
     CU->free(x_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dx_), CU->free(dw_);
     free(x), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dx), free(dw);
@@ -343,8 +344,8 @@ static void test_adamw_multi(void) {
             float *p3_ = d_f32(p, N), *m3_ = d_f32(m, N), *v3_ = d_f32(v, N);
             void *w3_ = d_bf_nan(N);
             size_t o = segs[0].offset, n = segs[0].n;
-            CU->adamw(p3_ + o, (char *)w3_ + 2 * o, g_ + o, m3_ + o, v3_ + o, n, 3e-4f, 0.9f, 0.95f, 1e-8f,
-                      segs[0].wd, 0.271f, 0.0975f);
+            CU->adamw(p3_ + o, (char *)w3_ + 2 * o, g_ + o, m3_ + o, v3_ + o, n, 3e-4f, 0.9f, 0.95f, 1e-8f, segs[0].wd,
+                      0.271f, 0.0975f);
             float *p3 = h_of_f32(p3_, N);
             T_REL("adamw_multi vs adamw (first segment)", rel_vs(pp + o, p3 + o, n), 1e-7);
             CU->free(p3_), CU->free(m3_), CU->free(v3_), CU->free(w3_), free(p3);
@@ -404,7 +405,7 @@ int main(int argc, char **argv) {
     test_gated_rmsnorm(60, 36);   // not a multiple of 8
     test_conv(3, 100, 96, 4);
     test_conv(2, 150, 300, 3);
-    test_conv(2, 70, 64, 3); // 16-byte path with the general window
+    test_conv(2, 70, 64, 3);  // 16-byte path with the general window
     test_conv(2, 37, 258, 4); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
     test_conv(1, 50, 33, 4);  // odd C: element forward and backward
     test_elementwise(100003);

@@ -42,10 +42,10 @@ int main(void) {
     kda_config c;
     kda_config_defaults(&c);
     // a scaled-down 300M block: key head 32, value head 64, short conv 4, SwiGLU
-    const char *sets[] = {"hidden_size=256", "num_hidden_layers=2", "num_heads=4", "head_dim=32", "expand_v=2.0",
-                          "intermediate_size=768", "vocab_size=4096", "seq_length=256", "micro_batch_size=2",
-                          "global_batch_size=2", "lr=1e-3", "lr_warmup_iters=0", "clip_grad=1.0",
-                          "tokenizer_type=byte", "data_format=text", NULL};
+    const char *sets[] = {"hidden_size=256",    "num_hidden_layers=2",   "num_heads=4",      "head_dim=32",
+                          "expand_v=2.0",       "intermediate_size=768", "vocab_size=4096",  "seq_length=256",
+                          "micro_batch_size=2", "global_batch_size=2",   "lr=1e-3",          "lr_warmup_iters=0",
+                          "clip_grad=1.0",      "tokenizer_type=byte",   "data_format=text", NULL};
     for (int i = 0; sets[i]; i++) kda_config_set(&c, sets[i]);
     kda_config_finalize(&c);
     int B = c.micro_batch_size, T = c.seq_length, N = B * T;
@@ -118,7 +118,8 @@ int main(void) {
     kda_mem_plan_compute(&mp, &c, CU, B, T);
     size_t held = CU->scratch_held();
     T_CHECK(held <= mp.scratch_held && held * 9 >= mp.scratch_held * 8,
-            "CUDA scratch after a step: %zu bytes held, %zu planned (the largest request + 1/8)", held, mp.scratch_held);
+            "CUDA scratch after a step: %zu bytes held, %zu planned (the largest request + 1/8)", held,
+            mp.scratch_held);
 
     // (a) the CPU optimizer on the CUDA step's own gradients, from the same weights
     kda_model *mr = kda_model_create(&c, CPU, 1, 1);
@@ -152,7 +153,8 @@ int main(void) {
         }
     }
     double share = moved ? (double)agree / moved : 0;
-    T_CHECK(share >= 0.9, "update sign agrees with the CPU step on %.2f%% of %zu weights (>= 90%%); update rel diff %.3f",
+    T_CHECK(share >= 0.9,
+            "update sign agrees with the CPU step on %.2f%% of %zu weights (>= 90%%); update rel diff %.3f",
             100 * share, moved, sqrt(un / ud));
 
     // the step profile (kda bench's phase line): every phase present, spans inside the wall time,

@@ -35,8 +35,10 @@ static float *read_checked(const kda_st_file *f, const char *name, int ndim, con
     for (int k = 0; same && k < ndim; k++) same = e->shape[k] == want[k];
     if (!same) {
         char got[96] = "", exp[96] = "";
-        for (int k = 0; k < e->ndim; k++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? "," : "", (long long)e->shape[k]);
-        for (int k = 0; k < ndim; k++) snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", k ? "," : "", (long long)want[k]);
+        for (int k = 0; k < e->ndim; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? "," : "", (long long)e->shape[k]);
+        for (int k = 0; k < ndim; k++)
+            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", k ? "," : "", (long long)want[k]);
         kda_die("core_io: '%s': tensor '%s' has shape [%s], expected [%s] (from q_raw and v)", f->path, name, got, exp);
     }
     float *x = kda_malloc(e->numel * sizeof(float));
@@ -63,17 +65,21 @@ int main(int argc, char **argv) {
     const kda_st_entry *eq = kda_st_require(in, "q_raw"), *ev = kda_st_require(in, "v");
     if (eq->ndim != 4 || ev->ndim != 4)
         kda_die("core_io: '%s': q_raw and v must be 4-D [B,T,H,K] / [B,T,H,V]", argv[1]);
-    kda_core_dims d = {.B = (int)eq->shape[0], .T = (int)eq->shape[1], .H = (int)eq->shape[2], .K = (int)eq->shape[3],
+    kda_core_dims d = {.B = (int)eq->shape[0],
+                       .T = (int)eq->shape[1],
+                       .H = (int)eq->shape[2],
+                       .K = (int)eq->shape[3],
                        .V = (int)ev->shape[3]};
     if (d.B <= 0 || d.T <= 0 || d.H <= 0 || d.K <= 0 || d.V <= 0) kda_die("core_io: '%s': empty q_raw or v", argv[1]);
     double chunk = read_scalar(in, "chunk", 64);
-    if (chunk != floor(chunk) || chunk < 1 || chunk > 4096) kda_die("core_io: chunk %g is not an integer in [1, 4096]", chunk);
+    if (chunk != floor(chunk) || chunk < 1 || chunk > 4096)
+        kda_die("core_io: chunk %g is not an integer in [1, 4096]", chunk);
     d.chunk = (int)chunk;
     d.scale = (float)read_scalar(in, "scale", 1.0 / sqrt((double)d.K));
 
     const int64_t sk[4] = {d.B, d.T, d.H, d.K}, sv[4] = {d.B, d.T, d.H, d.V}, sb[3] = {d.B, d.T, d.H}, sh[1] = {d.H},
                   shk[1] = {(int64_t)d.H * d.K};
-    tensor x[] = {{"q_raw", 4, {0}, NULL}, {"k_raw", 4, {0}, NULL}, {"v", 4, {0}, NULL},     {"f", 4, {0}, NULL},
+    tensor x[] = {{"q_raw", 4, {0}, NULL},   {"k_raw", 4, {0}, NULL}, {"v", 4, {0}, NULL},      {"f", 4, {0}, NULL},
                   {"b_logit", 3, {0}, NULL}, {"A_log", 1, {0}, NULL}, {"dt_bias", 1, {0}, NULL}};
     enum { Q, KR, V, F, BL, AL, DT, NX };
     const int64_t *shapes[NX] = {sk, sk, sv, sk, sb, sh, shk};
@@ -93,7 +99,8 @@ int main(int argc, char **argv) {
     char names[2 * PER_ALGO][64];
     float *bufs[2 * PER_ALGO];
     int n_out = 0;
-    printf("core_io: B=%d T=%d H=%d K=%d V=%d chunk=%d scale=%.9g\n", d.B, d.T, d.H, d.K, d.V, d.chunk, (double)d.scale);
+    printf("core_io: B=%d T=%d H=%d K=%d V=%d chunk=%d scale=%.9g\n", d.B, d.T, d.H, d.K, d.V, d.chunk,
+           (double)d.scale);
     for (int a = 0; a < 2; a++) {
         d.algo = algos[a];
         float *saved = kda_malloc(kda_core_saved_floats(&d) * sizeof(float) + 1);
@@ -107,14 +114,15 @@ int main(int argc, char **argv) {
         double t0 = kda_now();
         kda_core_fwd(&d, x[Q].x, x[KR].x, x[V].x, x[F].x, x[BL].x, x[AL].x, x[DT].x, o, saved);
         double t1 = kda_now();
-        kda_core_bwd(&d, x[Q].x, x[KR].x, x[V].x, x[F].x, x[BL].x, x[AL].x, x[DT].x, saved, d_o, g[Q], g[KR], g[V], g[F],
-                     g[BL], g[AL], g[DT]);
+        kda_core_bwd(&d, x[Q].x, x[KR].x, x[V].x, x[F].x, x[BL].x, x[AL].x, x[DT].x, saved, d_o, g[Q], g[KR], g[V],
+                     g[F], g[BL], g[AL], g[DT]);
         double t2 = kda_now();
         printf("core_io: %-9s fwd %.1f ms, bwd %.1f ms\n", algo_names[a], 1e3 * (t1 - t0), 1e3 * (t2 - t1));
         free(saved);
         for (int i = -1; i < NX; i++) {
             kda_st_tensor *t = &out[n_out];
-            snprintf(names[n_out], sizeof names[n_out], "%s.%s%s", algo_names[a], i < 0 ? "" : "d_", i < 0 ? "o" : x[i].name);
+            snprintf(names[n_out], sizeof names[n_out], "%s.%s%s", algo_names[a], i < 0 ? "" : "d_",
+                     i < 0 ? "o" : x[i].name);
             t->name = names[n_out];
             t->dtype = KDA_ST_F32;
             t->ndim = i < 0 ? 4 : x[i].ndim;

@@ -84,7 +84,9 @@ static int gpt(int argc, char **argv) {
     c.eval_iters = atoi(argv[4]);
     c.eval_interval = (int)c.train_iters + 1; // valid size = (train_iters / eval_interval + 1) * eval_iters
     c.vocab_size = 1 << 30;
-    kda_split which = !strcmp(argv[5], "train") ? KDA_SPLIT_TRAIN : !strcmp(argv[5], "valid") ? KDA_SPLIT_VALID : KDA_SPLIT_TEST;
+    kda_split which = !strcmp(argv[5], "train") ? KDA_SPLIT_TRAIN
+        : !strcmp(argv[5], "valid")             ? KDA_SPLIT_VALID
+                                                : KDA_SPLIT_TEST;
     c.n_train_data_path = argc - 6;
     for (int i = 6; i < argc; i++) snprintf(c.train_data_path[i - 6], KDA_PATH_MAX, "%s", argv[i]);
     kda_data *d = kda_data_open(&c, which);
@@ -105,6 +107,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "dump")) return dump(argv[2]);
     if (argc >= 4 && !strcmp(argv[1], "write")) return write_docs(argv[2], atol(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "gpt")) return gpt(argc - 2, argv + 2);
-    fprintf(stderr, "usage: idx_dump dump PREFIX | write PREFIX VOCAB < jsonl | gpt SPLIT SEED SEQ TRAIN EVAL WHICH PATH...\n");
+    fprintf(stderr,
+            "usage: idx_dump dump PREFIX | write PREFIX VOCAB < jsonl | gpt SPLIT SEED SEQ TRAIN EVAL WHICH PATH...\n");
     return 2;
 }

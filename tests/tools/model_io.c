@@ -114,16 +114,26 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         if (i + 1 >= argc) usage();
         const char *v = argv[++i];
-        if (!strcmp(a, "--config")) kda_config_load(&cfg, v);
-        else if (!strcmp(a, "--set")) kda_config_set(&cfg, v);
-        else if (!strcmp(a, "--seed")) seed = parse_long(a, v);
-        else if (!strcmp(a, "--perturb")) pert = parse_double(a, v);
-        else if (!strcmp(a, "--ids")) ids_path = v;
-        else if (!strcmp(a, "--batch")) B = parse_long(a, v);
-        else if (!strcmp(a, "--seq")) T = parse_long(a, v);
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--load")) load = v;
-        else usage();
+        if (!strcmp(a, "--config"))
+            kda_config_load(&cfg, v);
+        else if (!strcmp(a, "--set"))
+            kda_config_set(&cfg, v);
+        else if (!strcmp(a, "--seed"))
+            seed = parse_long(a, v);
+        else if (!strcmp(a, "--perturb"))
+            pert = parse_double(a, v);
+        else if (!strcmp(a, "--ids"))
+            ids_path = v;
+        else if (!strcmp(a, "--batch"))
+            B = parse_long(a, v);
+        else if (!strcmp(a, "--seq"))
+            T = parse_long(a, v);
+        else if (!strcmp(a, "--out"))
+            out = v;
+        else if (!strcmp(a, "--load"))
+            load = v;
+        else
+            usage();
     }
     if (!ids_path || !out || B <= 0 || T <= 1) usage();
     kda_config_finalize(&cfg);

@@ -72,21 +72,21 @@ size_t kda_core_saved_floats(const kda_core_dims *d) {
 
 typedef struct {
     // one (b,h) slice, contiguous [T, ·]
-    float *q, *k, *rq, *rk, *a, *beta, *v, *dO;  // normalised q/k, their rstd, α, β, v, dO
-    float *dq, *dk, *da, *dbeta, *dv;            // gradients w.r.t. q, k (normalised), α, β, v
+    float *q, *k, *rq, *rk, *a, *beta, *v, *dO; // normalised q/k, their rstd, α, β, v, dO
+    float *dq, *dk, *da, *dbeta, *dv;           // gradients w.r.t. q, k (normalised), α, β, v
     // one block of C tokens
-    double *G;                 // [C,K] Γ, chunk-local prefix sum of α
-    float *eG, *eGl, *eLast;   // [C,K] e^Γ, [C,K] e^{Γ_last − Γ}, [K] e^{Γ_last}
-    float *E;                  // packed lower triangle incl. diagonal: [C(C+1)/2, K] e^{Γ_r − Γ_j}
-    float *Aqk, *L, *dAqk, *dL; // [C,C]
-    float *Wm, *Um, *Vn;       // [C,K], [C,V], [C,V]
-    double *Erow, *ea, *pre;   // [C,K] one row of E in double, [K] e^{α_r}, [C] prefix sums
-    double *dG;                // [C,K] dΓ (double: its B9 terms cancel in pairs, see chunk_bwd)
+    double *G;                            // [C,K] Γ, chunk-local prefix sum of α
+    float *eG, *eGl, *eLast;              // [C,K] e^Γ, [C,K] e^{Γ_last − Γ}, [K] e^{Γ_last}
+    float *E;                             // packed lower triangle incl. diagonal: [C(C+1)/2, K] e^{Γ_r − Γ_j}
+    float *Aqk, *L, *dAqk, *dL;           // [C,C]
+    float *Wm, *Um, *Vn;                  // [C,K], [C,V], [C,V]
+    double *Erow, *ea, *pre;              // [C,K] one row of E in double, [K] e^{α_r}, [C] prefix sums
+    double *dG;                           // [C,K] dΓ (double: its B9 terms cancel in pairs, see chunk_bwd)
     float *dVn, *dBV, *dWm, *Gm, *Y, *tw; // [C,V] [C,V] [C,K] [C,K] [C,K] [C,K]
-    float *dGall;              // [K] dΓ terms of the last row that reach every dα of the chunk
-    float *S, *dS, *dSp;       // [K,V] state, its gradient, gradient of the previous state
-    float *xa, *xl, *tmpV, *de; // [K], [K], [V], [V]
-    float *St;                 // recurrent backward: [C+1, K, V] states inside one block
+    float *dGall;                         // [K] dΓ terms of the last row that reach every dα of the chunk
+    float *S, *dS, *dSp;                  // [K,V] state, its gradient, gradient of the previous state
+    float *xa, *xl, *tmpV, *de;           // [K], [K], [V], [V]
+    float *St;                            // recurrent backward: [C+1, K, V] states inside one block
     void *mem;
 } slice_ws;
 
@@ -159,9 +159,9 @@ static float l2norm_row(int K, const float *x, float *y) {
 static float softplusf(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
 // Gathers slice (b,h) into w: normalised q/k with rstd, α [T,K], β [T], v [T,V] (and dO).
-static void slice_prepare(const kda_core_dims *d, int b, int h, const float *q_raw, const float *k_raw,
-                          const float *v, const float *f, const float *b_logit, const float *A_log,
-                          const float *dt_bias, const float *d_o, slice_ws *w) {
+static void slice_prepare(const kda_core_dims *d, int b, int h, const float *q_raw, const float *k_raw, const float *v,
+                          const float *f, const float *b_logit, const float *A_log, const float *dt_bias,
+                          const float *d_o, slice_ws *w) {
     int T = d->T, H = d->H, K = d->K, V = d->V;
     float decay = -expf(A_log[h]);
     for (int t = 0; t < T; t++) {
@@ -177,8 +177,9 @@ static void slice_prepare(const kda_core_dims *d, int b, int h, const float *q_r
 
 // Slice gradients (w.r.t. normalised q/k, α, β, v) -> raw-input gradients; per-slice sums of
 // the parameter gradients into pA (one double) and pdt ([K] doubles).
-static void slice_finish(const kda_core_dims *d, int b, int h, const float *f, const float *A_log, const float *dt_bias, const slice_ws *w, float *d_q_raw,
-                         float *d_k_raw, float *d_v, float *d_f, float *d_b_logit, double *pA, double *pdt) {
+static void slice_finish(const kda_core_dims *d, int b, int h, const float *f, const float *A_log, const float *dt_bias,
+                         const slice_ws *w, float *d_q_raw, float *d_k_raw, float *d_v, float *d_f, float *d_b_logit,
+                         double *pA, double *pdt) {
     int T = d->T, H = d->H, K = d->K, V = d->V;
     float decay = -expf(A_log[h]);
     double sA = 0;
@@ -207,8 +208,7 @@ static void slice_finish(const kda_core_dims *d, int b, int h, const float *f, c
 // ---- KDA_RECURRENT (§3.1) ----------------------------------------------------------------
 
 // One token: S ← Diag(e^α)S; S += β k (v − Sᵀk)ᵀ. tmpV [V] is scratch.
-static void rec_step(int K, int V, const float *k, const float *a, float beta, const float *v,
-                     float *S, float *tmpV) {
+static void rec_step(int K, int V, const float *k, const float *a, float beta, const float *v, float *S, float *tmpV) {
     for (int j = 0; j < K; j++) {
         float e = expf(a[j]);
 #pragma omp simd
@@ -230,8 +230,10 @@ static void rec_readout(int K, int V, float s, const float *q, const float *S, f
 static void rec_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved, float *o, int b, int h, float *S_io) {
     int T = d->T, H = d->H, K = d->K, V = d->V, C = d->chunk;
     size_t KV = (size_t)K * V;
-    if (S_io) memcpy(w->S, S_io, sizeof(float) * KV);
-    else memset(w->S, 0, sizeof(float) * KV);
+    if (S_io)
+        memcpy(w->S, S_io, sizeof(float) * KV);
+    else
+        memset(w->S, 0, sizeof(float) * KV);
     for (int t = 0; t < T; t++) {
         if (S_saved && t % C == 0) memcpy(S_saved + (size_t)(t / C) * KV, w->S, sizeof(float) * KV);
         const float *q = w->q + (size_t)t * K, *k = w->k + (size_t)t * K;
@@ -254,8 +256,8 @@ static void rec_bwd_slice(const kda_core_dims *d, slice_ws *w, const float *S_sa
         for (int i = 0; i < nt; i++) { // St[i+1] = state after token t0+i
             int t = t0 + i;
             memcpy(w->St + (i + 1) * KV, w->St + i * KV, sizeof(float) * KV);
-            rec_step(K, V, w->k + (size_t)t * K, w->a + (size_t)t * K, w->beta[t],
-                     w->v + (size_t)t * V, w->St + (i + 1) * KV, e);
+            rec_step(K, V, w->k + (size_t)t * K, w->a + (size_t)t * K, w->beta[t], w->v + (size_t)t * V,
+                     w->St + (i + 1) * KV, e);
         }
         for (int i = nt - 1; i >= 0; i--) {
             int t = t0 + i;
@@ -368,8 +370,10 @@ static void chunk_fwd_slice(const kda_core_dims *d, slice_ws *w, float *S_saved,
     int T = d->T, H = d->H, K = d->K, V = d->V, C = block_len(d);
     size_t KV = (size_t)K * V;
     float s = d->scale;
-    if (S_io) memcpy(w->S, S_io, sizeof(float) * KV);
-    else memset(w->S, 0, sizeof(float) * KV);
+    if (S_io)
+        memcpy(w->S, S_io, sizeof(float) * KV);
+    else
+        memset(w->S, 0, sizeof(float) * KV);
     for (int c0 = 0, ci = 0; c0 < T; c0 += d->chunk, ci++) {
         int n = T - c0 < C ? T - c0 : C;
         if (S_saved) memcpy(S_saved + (size_t)ci * KV, w->S, sizeof(float) * KV);
@@ -456,8 +460,7 @@ static void chunk_bwd_wy(const kda_core_dims *d, slice_ws *w, int c0, int n) {
     float *dk = w->dk + (size_t)c0 * K, *dv = w->dv + (size_t)c0 * V, *dbeta = w->dbeta + c0;
     double *dG = w->dG;
     for (int r = 0; r < n; r++)
-        for (int x = 0; x < K; x++)
-            w->dWm[(size_t)r * K + x] = -dot(V, w->dVn + (size_t)r * V, S + (size_t)x * V);
+        for (int x = 0; x < K; x++) w->dWm[(size_t)r * K + x] = -dot(V, w->dVn + (size_t)r * V, S + (size_t)x * V);
     for (int r = n - 1; r >= 0; r--) {
         float *dBr = w->dBV + (size_t)r * V, *Gr = w->Gm + (size_t)r * K;
         memcpy(dBr, w->dVn + (size_t)r * V, sizeof(float) * V);
@@ -587,9 +590,9 @@ void kda_core_fwd(const kda_core_dims *d, const float *q_raw, const float *k_raw
     kda_core_fwd_state(d, q_raw, k_raw, v, f, b_logit, A_log, dt_bias, o, saved, NULL);
 }
 
-void kda_core_fwd_state(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v,
-                        const float *f, const float *b_logit, const float *A_log, const float *dt_bias, float *o,
-                        float *saved, float *S) {
+void kda_core_fwd_state(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
+                        const float *b_logit, const float *A_log, const float *dt_bias, float *o, float *saved,
+                        float *S) {
     check_dims(d);
     int BH = d->B * d->H;
     size_t per_slice = (size_t)n_blocks(d) * d->K * d->V, KV = (size_t)d->K * d->V;
@@ -612,9 +615,9 @@ void kda_core_fwd_state(const kda_core_dims *d, const float *q_raw, const float 
 }
 
 void kda_core_bwd(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
-                  const float *b_logit, const float *A_log, const float *dt_bias, const float *saved,
-                  const float *d_o, float *d_q_raw, float *d_k_raw, float *d_v, float *d_f, float *d_b_logit,
-                  float *d_A_log, float *d_dt_bias) {
+                  const float *b_logit, const float *A_log, const float *dt_bias, const float *saved, const float *d_o,
+                  float *d_q_raw, float *d_k_raw, float *d_v, float *d_f, float *d_b_logit, float *d_A_log,
+                  float *d_dt_bias) {
     check_dims(d);
     int BH = d->B * d->H, K = d->K;
     size_t per_slice = (size_t)n_blocks(d) * d->K * d->V;

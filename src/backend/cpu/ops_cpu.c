@@ -76,8 +76,8 @@ static double cpu_lm_head_ce(const void *x_, const void *E_, const int32_t *targ
     long valid = 0;
     for (int n0 = 0; n0 < N; n0 += CE_CHUNK) {
         int n = N - n0 < CE_CHUNK ? N - n0 : CE_CHUNK;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, NV, d, 1.0f, x + (size_t)n0 * d, d, E, d, 0.0f,
-                    logits, NV);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, NV, d, 1.0f, x + (size_t)n0 * d, d, E, d, 0.0f, logits,
+                    NV);
         double chunk_loss = 0;
         long chunk_valid = 0;
 #pragma omp parallel for schedule(static) reduction(+ : chunk_loss, chunk_valid)
