@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# device_session.sh a|b|k|f1|f2 — one session's GPU measurements in device calls (each under the
+# device_session.sh a|b|k|v|f1|f2 — one session's GPU measurements in device calls (each under the
 # 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
 #   k: a KDA-core change: the device tests, the core with the fused kernels against the
 #      chunk-GEMM path (KDA_CORE_UNFUSED=1) in tests and speed, ncu per-kernel times of the
 #      core, and kda's side of bench/step_vs_fla.sh;
+#   v: the device tests on both builds, the memory plan against the measured peak and an
+#      oversized micro-batch refused up front, the GEMM algorithm survey (kda bench
+#      --gemm-survey) at 300M and 1B, the portable build's KDA core against FLA and float64;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -77,6 +80,37 @@ k)
     fi
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
+    ;;
+v)
+    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_native.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A12 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
+    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_ptx80.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A12 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    for mb in 16 32 64; do
+        echo "== 300M ${mb}x2048: memory plan vs measured peak"
+        timeout 100 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=$mb \
+            --set global_batch_size=$mb --steps 2 --warmup 1 | grep -E "step |memory"
+    done
+    echo "== 1B 16x2048: memory plan vs measured peak"
+    timeout 100 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --steps 2 --warmup 1 | grep -E "step |memory"
+    echo "== 300M 112x2048: refused before anything large is allocated?"
+    t1=$(date +%s%N)
+    timeout 60 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=112 --set global_batch_size=112 \
+        --steps 1 2>&1 | head -12
+    echo "rc=${PIPESTATUS[0]} after $((($(date +%s%N) - t1) / 1000000)) ms"; lap "memory plans"
+    echo "== GEMM algorithm survey, 300M 32x2048"
+    timeout 150 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+        --steps 3 --warmup 1 --gemm-survey | grep -vE "^kda bench"
+    echo "== GEMM algorithm survey, 1B 16x2048"
+    timeout 150 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --steps 3 --warmup 1 --gemm-survey | grep -vE "^kda bench"
+    lap "GEMM surveys"
+    fla_env
+    timeout 240 python3 tests/cuda/fla_kda_compare.py all $P 16 32 2>&1 | tail -14; lap "KDA core vs FLA (portable)"
+    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
     ;;
 a)
     KDA_DEVICE_STEPS=ops,kda,step,nccl,decode,sanitizer KDA_DEVICE_BUDGET_S=170 KDA_DEVICE_LOG=device_log_native.txt \

@@ -37,6 +37,10 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
     else
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
     if (r->has_phases) print_phases(&r->phases);
+    if (r->ms_median_surveyed > 0)
+        printf("  step with the surveyed GEMM algorithms %.1f ms (median of %d) | %.0f tokens/s (%+.1f%%)\n",
+               r->ms_median_surveyed, steps, r->B * (double)r->T / (r->ms_median_surveyed / 1e3),
+               100.0 * (r->ms_median / r->ms_median_surveyed - 1.0));
     const kda_mem_plan *mp = &r->plan;
     size_t state = mp->model.params + mp->model.grads + mp->model.optim;
     size_t before = r->avail.dev_total - r->avail.dev_free, need = kda_mem_plan_backend_need(mp);
@@ -55,20 +59,22 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
 int cmd_bench(int argc, char **argv) {
     kda_config cfg;
     kda_config_defaults(&cfg);
-    int steps = 5, warmup = 1;
+    int steps = 5, warmup = 1, gemm_survey = 0;
     double peak_tflops = -1;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: kda bench [CONFIG.yaml] [--set key=value]... [--device D] [--steps N] [--warmup N]\n"
-                   "                 [--peak-tflops X]\n"
+                   "                 [--peak-tflops X] [--gemm-survey]\n"
                    "Times training steps of CONFIG's model at micro_batch_size x seq_length on random tokens and\n"
                    "prints ms/step, tokens/s, model FLOPs/token (kda-model.md §7), MFU and planned memory.\n"
                    "  --set key=value   override one key of CONFIG (repeatable)\n"
                    "  --device D        auto | cpu | cuda (shorthand for --set device=D)\n"
                    "  --steps N         timed steps (default 5)\n"
                    "  --warmup N        untimed steps first (default 1)\n"
-                   "  --peak-tflops X   the MFU denominator (default: 989.4 on CUDA, none on the CPU)\n");
+                   "  --peak-tflops X   the MFU denominator (default: 989.4 on CUDA, none on the CPU)\n"
+                   "  --gemm-survey     afterwards, time the GEMM library's other algorithms for every GEMM of\n"
+                   "                    the step (a table per problem), then the steps again with the fastest\n");
             return 0;
         }
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ||
@@ -78,6 +84,11 @@ int cmd_bench(int argc, char **argv) {
                 kda_cli_set_value("bench", v);
             else if (!strcmp(opt, "--device"))
                 kda_cli_device("bench", v);
+            continue;
+        }
+        if (!strcmp(argv[i], "--gemm-survey")) {
+            kda_cli_flag("bench", argv[i]);
+            gemm_survey = 1;
             continue;
         }
         if (argv[i][0] == '-') kda_cli_usage_error("bench", "unknown option '%s'", argv[i]);
@@ -104,7 +115,7 @@ int cmd_bench(int argc, char **argv) {
         i++;
     }
     kda_config_finalize(&cfg);
-    kda_bench_result r = kda_bench_train_steps(&cfg, steps, warmup);
+    kda_bench_result r = kda_bench_train_steps(&cfg, steps, warmup, gemm_survey);
     print_result(&r, steps, peak_tflops < 0 ? r.ops->peak_tflops : peak_tflops);
     return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/kda_core.h"
 
@@ -155,6 +156,10 @@ typedef struct kda_ops {
     // profile_end waits for the device and fills *out. Costs a few µs per op while on.
     void (*profile_begin)(void);
     void (*profile_end)(kda_phase_times *out);
+    // GEMM algorithm survey (kda bench --gemm-survey; NULL where the backend has none): for every
+    // GEMM problem the steps so far used, the library's chosen algorithm against the fastest of
+    // its other candidates, printed per step (calls / steps); adopt uses the fastest from then on.
+    void (*gemm_survey)(FILE *out, int steps, int adopt);
 
     // Bytes of device memory in use by this process's GPU and the card's total (kda bench; the
     // memory plan's free memory is total − used); NULL where the backend has no device memory.

@@ -45,7 +45,7 @@ static void random_tokens(const kda_config *cfg, size_t n, int32_t *ids, int32_t
     }
 }
 
-kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int warmup) {
+kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int warmup, int gemm_survey) {
     KDA_CHECK(steps >= 1 && warmup >= 0, "kda_bench_train_steps: steps %d, warmup %d", steps, warmup);
     if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
     kda_bench_result r = {0};
@@ -68,6 +68,16 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
         train_step(m, ids, tgt, warmup + steps + 1);
         ops->profile_end(&r.phases);
         r.has_phases = 1;
+    }
+    if (gemm_survey && ops->gemm_survey) { // after the steps above: every GEMM problem has its plan
+        ops->gemm_survey(stdout, warmup + steps + r.has_phases, 1);
+        double *ms2 = kda_malloc(sizeof(double) * steps);
+        time_steps(m, ids, tgt, steps, 0, ms2);
+        qsort(ms2, steps, sizeof(double), cmp_double);
+        r.ms_median_surveyed = ms2[steps / 2];
+        free(ms2);
+    } else if (gemm_survey) {
+        printf("  GEMM survey: the %s backend has none\n", ops->name);
     }
     qsort(ms, steps, sizeof(double), cmp_double);
     r.ms_median = ms[steps / 2];

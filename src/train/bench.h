@@ -31,11 +31,13 @@ typedef struct {
     kda_phase_times phases;
     int has_mem; // the backend reports device memory: mem_used / mem_total bytes
     size_t mem_used, mem_total;
+    double ms_median_surveyed; // with gemm_survey: the median step with the fastest GEMM algorithms (0: none)
 } kda_bench_result;
 
 // Times `steps` (>= 1) training steps after `warmup` (>= 0) of cfg's (finalized) model at
 // micro_batch_size x seq_length; sets the OpenMP thread count from num_threads, picks the
-// backend from device.
-kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int warmup);
+// backend from device. gemm_survey: afterwards, the backend's GEMM algorithm survey (ops.h) on
+// stdout, then the steps timed again with the fastest algorithms.
+kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int warmup, int gemm_survey);
 
 #endif

@@ -145,6 +145,10 @@ template <typename R, typename... A, R (*f)(A...), int PHASE> struct cu_profiled
 void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C,
              int ldc, int c_f32, float alpha, float beta, const void *bias);
 void cu_gemm_init(void);
+// For every GEMM problem used so far: the heuristic's choice against the fastest of its other
+// candidates, timed on scratch operands, as a table per step (calls / steps) on out; adopt
+// switches each problem to its fastest algorithm.
+void cu_gemm_survey(FILE *out, int steps, int adopt);
 
 // ---- the ops (one file per family) ----
 void cu_linear_fwd(const void *x, const void *W, const void *bias, void *y, int N, int In, int O);

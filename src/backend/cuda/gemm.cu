@@ -4,10 +4,12 @@
 // column-major product yᵀ[O,N] = op_T(W)·xᵀ ("TN", the layout cuBLAS runs fastest).
 // Each distinct problem (shape, transposes, output type, bias, pointer alignment) gets one
 // plan (descriptors + the heuristic's first algorithm), created on first use and cached, so
-// the training step itself asks cuBLASLt for nothing but the matmul.
+// the training step itself asks cuBLASLt for nothing but the matmul. cu_gemm_survey times the
+// heuristic's other candidates for every plan made so far (`kda bench --gemm-survey`).
 #include "backend/cuda/cuda_common.cuh"
 
 #include <cublasLt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CUBLAS_CHECK(call)                                                                   \
@@ -30,6 +32,8 @@ struct plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    long calls;  // cu_gemm calls that used this plan
+    float beta;  // the last call's beta (the survey times with it)
 };
 
 static cublasLtHandle_t lt;
@@ -54,6 +58,25 @@ static void plan_destroy(plan *p) {
     cublasLtMatrixLayoutDestroy(p->lb);
     cublasLtMatrixLayoutDestroy(p->lc);
     cublasLtMatmulDescDestroy(p->desc);
+}
+
+// Up to n of cuBLASLt's candidate algorithms for p's problem (its pointer alignments and our
+// workspace), best first by its heuristic; returns how many.
+static int plan_heuristics(const plan *p, cublasLtMatmulHeuristicResult_t *res, int n) {
+    const plan_key *key = &p->key;
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    uint32_t al[3] = {key->align_a, key->align_b, key->align_c};
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], 4));
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, n, res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    return found;
 }
 
 static plan *plan_get(const plan_key *key) {
@@ -86,20 +109,8 @@ static plan *plan_get(const plan_key *key) {
                                             key->tb ? key->k : key->n, key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ct, key->m, key->n, key->ldc));
 
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = WORKSPACE_BYTES;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    uint32_t al[3] = {key->align_a, key->align_b, key->align_c};
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], 4));
     cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (found < 1)
+    if (plan_heuristics(p, &res, 1) < 1)
         kda_die("cuBLASLt has no algorithm for a %s%s GEMM m=%d n=%d k=%d (lda %d ldb %d ldc %d, %s output)",
                 key->ta ? "T" : "N", key->tb ? "T" : "N", key->m, key->n, key->k, key->lda, key->ldb, key->ldc,
                 key->c_f32 ? "fp32" : "bf16");
@@ -124,6 +135,7 @@ void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const 
     key.c_f32 = c_f32, key.bias = bias != NULL;
     key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_c = ptr_align(C);
     plan *p = plan_get(&key);
+    p->calls++, p->beta = beta;
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     int span = cu_prof_push(KDA_PHASE_GEMM);
@@ -131,6 +143,104 @@ void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const 
     CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
                                 workspace, WORKSPACE_BYTES, cu_stream));
     cu_prof_pop(span);
+}
+
+// ---- algorithm survey ----
+
+enum { SURVEY_ALGOS = 16, SURVEY_REPS = 10 };
+
+// Mean time of one call of algo on p's problem with the given operands (ms), or -1
+// when cuBLASLt refuses it.
+static float survey_time(plan *p, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *C,
+                         cudaEvent_t e0, cudaEvent_t e1) {
+    float alpha = 1.0f, beta = p->beta;
+    for (int r = 0; r < SURVEY_REPS + 2; r++) {
+        if (r == 2) CU_CHECK(cudaEventRecord(e0, cu_stream));
+        cublasStatus_t st = cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, algo,
+                                           workspace, WORKSPACE_BYTES, cu_stream);
+        if (st != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    }
+    CU_CHECK(cudaEventRecord(e1, cu_stream));
+    CU_CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / SURVEY_REPS;
+}
+
+struct survey_row {
+    plan *p;
+    float heur_ms, best_ms;
+    int best, n;
+    cublasLtMatmulAlgo_t best_algo;
+};
+
+// Times p's candidates on zeroed scratch operands of its shapes; false when they do not fit.
+static bool survey_plan(plan *p, survey_row *row, cudaEvent_t e0, cudaEvent_t e1) {
+    const plan_key *k = &p->key;
+    size_t a = (size_t)k->lda * (k->ta ? k->m : k->k) * 2, b = (size_t)k->ldb * (k->tb ? k->k : k->n) * 2;
+    size_t c = (size_t)k->ldc * k->n * (k->c_f32 ? 4 : 2), bias = (size_t)k->m * 2;
+    char *buf = NULL;
+    if (cudaMalloc(&buf, a + b + c + bias + 1024) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    char *A = buf, *B = A + ((a + 255) & ~(size_t)255), *C = B + ((b + 255) & ~(size_t)255);
+    char *bp = C + ((c + 255) & ~(size_t)255);
+    CU_CHECK(cudaMemsetAsync(buf, 0, a + b + c + bias + 1024, cu_stream));
+    if (k->bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    cublasLtMatmulHeuristicResult_t res[SURVEY_ALGOS];
+    row->p = p, row->n = plan_heuristics(p, res, SURVEY_ALGOS), row->best = 0;
+    row->heur_ms = survey_time(p, &p->algo, A, B, C, e0, e1), row->best_ms = row->heur_ms;
+    row->best_algo = p->algo;
+    for (int i = 1; i < row->n; i++) {
+        float t = survey_time(p, &res[i].algo, A, B, C, e0, e1);
+        if (t > 0 && t < row->best_ms) row->best_ms = t, row->best = i, row->best_algo = res[i].algo;
+    }
+    CU_CHECK(cudaFree(buf));
+    return true;
+}
+
+static int cmp_survey_cost(const void *x, const void *y) {
+    const survey_row *a = (const survey_row *)x, *b = (const survey_row *)y;
+    double ca = a->heur_ms * a->p->calls, cb = b->heur_ms * b->p->calls;
+    return (ca < cb) - (ca > cb);
+}
+
+void cu_gemm_survey(FILE *out, int steps, int adopt) {
+    CU_CHECK(cudaStreamSynchronize(cu_stream));
+    cudaEvent_t e0, e1;
+    CU_CHECK(cudaEventCreate(&e0));
+    CU_CHECK(cudaEventCreate(&e1));
+    survey_row *rows = (survey_row *)calloc(n_plans ? n_plans : 1, sizeof *rows);
+    int nr = 0;
+    for (int i = 0; i < n_plans; i++)
+        if (plans[i].calls > 0 && survey_plan(&plans[i], &rows[nr], e0, e1)) nr++;
+        else if (plans[i].calls > 0)
+            fprintf(out, "  GEMM survey: m=%d n=%d k=%d left out (its scratch operands do not fit)\n", plans[i].key.m,
+                    plans[i].key.n, plans[i].key.k);
+    qsort(rows, nr, sizeof *rows, cmp_survey_cost);
+    fprintf(out, "  GEMM survey (cuBLASLt heuristic's choice vs the fastest of its first %d candidates, per step):\n",
+            SURVEY_ALGOS);
+    fprintf(out, "  %6s %6s %6s %2s %4s %5s %9s %9s %6s %7s %7s\n", "m", "n", "k", "op", "out", "calls", "chosen ms",
+            "best ms", "best#", "TFLOP/s", "best");
+    double tot_h = 0, tot_b = 0;
+    for (int i = 0; i < nr; i++) {
+        const plan_key *k = &rows[i].p->key;
+        double per = (double)rows[i].p->calls / steps, fl = 2.0 * k->m * k->n * k->k;
+        tot_h += per * rows[i].heur_ms, tot_b += per * rows[i].best_ms;
+        if (adopt) rows[i].p->algo = rows[i].best_algo;
+        fprintf(out, "  %6d %6d %6d %c%c %4s %5.1f %9.3f %9.3f %3d/%-2d %7.0f %7.0f\n", k->m, k->n, k->k,
+                k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->c_f32 ? "fp32" : "bf16", per, per * rows[i].heur_ms,
+                per * rows[i].best_ms, rows[i].best, rows[i].n, fl / (rows[i].heur_ms * 1e9),
+                fl / (rows[i].best_ms * 1e9));
+    }
+    fprintf(out, "  GEMM survey: %d problems, %.1f ms a step with the chosen algorithms, %.1f ms with the fastest (%.1f%%)\n",
+            nr, tot_h, tot_b, tot_h > 0 ? 100.0 * (tot_b - tot_h) / tot_h : 0.0);
+    if (adopt) fprintf(out, "  GEMM survey: the fastest algorithms are in use from here on\n");
+    free(rows);
+    CU_CHECK(cudaEventDestroy(e0));
+    CU_CHECK(cudaEventDestroy(e1));
 }
 
 // ---- linear ----

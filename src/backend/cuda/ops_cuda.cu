@@ -171,6 +171,7 @@ static const kda_ops cuda_ops = {
     .describe = cu_describe,
     .profile_begin = cu_profile_begin,
     .profile_end = cu_profile_end,
+    .gemm_survey = cu_gemm_survey,
     .mem_info = kda_cuda_mem_info,
     .scratch_bytes = cu_scratch_bytes,
     .scratch_held = cu_scratch_held,
