@@ -7,6 +7,10 @@
 #   v: the device tests on both builds, the memory plan against the measured peak and an
 #      oversized micro-batch refused up front, the GEMM algorithm survey (kda bench
 #      --gemm-survey) at 300M and 1B, the portable build's KDA core against FLA and float64;
+#   w: a step change: the device tests on both builds, kda's side of bench/step_vs_fla.sh (its
+#      memory lines are test_mem_plan.c's table), the recompute settings' plans and peaks, the
+#      portable build's step;
+#   p: the parity run alone (as in f2);
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -45,6 +49,12 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
     grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA step table"
     tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
     ;;
+p)
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= timeout 560 bash bench/parity_vs_fla.sh 2>&1 | tee "$OUTDIR/parity.txt" |
+        grep -vE "^\s*$" | tail -32
+    lap "loss parity vs FLA"
+    ;;
 f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps read 307k of the
     # 316k tokens once), the previous build beside it; per-kernel step times; the KDA core
     # against FLA and float64 on the native and the portable build
@@ -80,6 +90,23 @@ k)
     fi
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
+    ;;
+w)
+    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_native.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A12 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
+    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=120 KDA_DEVICE_LOG=device_log_ptx80.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A12 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
+    bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
+    bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
+    echo "== 1B 16x2048, recompute selective"
+    timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
+    bench300 $P "300M 32x2048, portable compute_80 PTX build" ""
+    lap "recompute and portable steps"
     ;;
 v)
     KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_native.txt \

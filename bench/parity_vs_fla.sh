@@ -72,7 +72,7 @@ kda_train() { # binary, metrics file, log file
 }
 kda_train "$KDA" "$OUT/kda_metrics.jsonl" "$OUT/kda_train.log"
 n=0
-for extra in $KDA_ALSO; do # other kda builds, each compared with the same FLA run below
+for extra in ${KDA_ALSO:-}; do # other kda builds, each compared with the same FLA run below
   n=$((n + 1)); rm -f "$OUT/kda_also$n.jsonl"
   kda_train "$extra" "$OUT/kda_also$n.jsonl" "$OUT/kda_also$n.log"
 done
@@ -110,7 +110,7 @@ PYEOF
 }
 echo "kda train $((t1 - t0)) s (with init/import/dump), FLA train $((t2 - t1)) s"
 n=0
-for extra in $KDA_ALSO; do
+for extra in ${KDA_ALSO:-}; do
   n=$((n + 1)); echo "== also: $extra against the same FLA run"
   compare "$OUT/kda_also$n.jsonl" | tail -1 || true
 done

@@ -135,12 +135,12 @@ static void cuda_estimates(void) {
         double state, acts, peak; // GiB, as logged
         const char *log;
     } runs[] = {
-        {"configs/kda-300M.yaml", "", 16, 5.09, 20.08, 26.86, "step_2026-12-04_s12_final.txt"},
-        {"configs/kda-300M.yaml", "", 32, 5.09, 40.16, 46.92, "step_2026-12-04_s12_final.txt"},
-        {"configs/kda-300M.yaml", "selective", 32, 5.09, 29.85, 36.51, "device_2026-12-04_s12_call2.txt"},
-        {"configs/kda-300M.yaml", "full", 32, 5.09, 7.57, 14.24, "device_2026-12-04_s12_call2.txt"},
-        {"configs/kda-1B.yaml", "", 16, 19.70, 52.37, 73.75, "step_2026-12-04_s12_final.txt"},
-        {"configs/kda-1B.yaml", "selective", 16, 19.70, 38.31, 59.59, "device_2026-12-04_s12_call2.txt"},
+        {"configs/kda-300M.yaml", "", 16, 5.09, 19.89, 26.67, "device/session14_call2_w.txt"},
+        {"configs/kda-300M.yaml", "", 32, 5.09, 39.78, 46.55, "device/session14_call2_w.txt"},
+        {"configs/kda-300M.yaml", "selective", 32, 5.09, 29.47, 36.24, "device/session14_call2_w.txt"},
+        {"configs/kda-300M.yaml", "full", 32, 5.09, 7.20, 13.96, "device/session14_call2_w.txt"},
+        {"configs/kda-1B.yaml", "", 16, 19.70, 52.00, 73.38, "device/session14_call2_w.txt"},
+        {"configs/kda-1B.yaml", "selective", 16, 19.70, 37.93, 59.32, "device/session14_call2_w.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {

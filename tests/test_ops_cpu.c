@@ -198,12 +198,12 @@ static void test_gnorm(void) {
 static void test_linear(void) {
     int N = 11, I = 13, Oo = 9, dm[] = {N, I, Oo};
     float *x = randf(N * I, 1), *W = randf(Oo * I, 0.3), *b = randf(Oo, 1), *y = nanf_buf(N * Oo);
-    O->linear_fwd(x, W, b, y, N, I, Oo);
+    O->linear_fwd(x, I, W, b, NULL, y, N, I, Oo);
     double *in[] = {to_d(x, N * I), to_d(W, Oo * I), to_d(b, Oo)}, *ref = kda_malloc(N * Oo * sizeof(double));
     ref_linear(in, ref, dm);
     T_REL("linear fwd (with bias)", rel_d(y, ref, N * Oo), 1e-6);
     float *dy = randf(N * Oo, 1), *dx = nanf_buf(N * I), *dW = zeros(Oo * I), *db = zeros(Oo);
-    O->linear_bwd(x, W, dy, dx, dW, db, N, I, Oo, 0);
+    O->linear_bwd(x, I, W, dy, dx, dW, db, N, I, Oo, 0);
     size_t sz[] = {N * I, Oo * I, Oo};
     double *dyd = to_d(dy, N * Oo);
     double *g0 = fd_grad(ref_linear, in, 0, sz, N * Oo, dyd, dm), *g1 = fd_grad(ref_linear, in, 1, sz, N * Oo, dyd, dm),
@@ -227,16 +227,88 @@ static void test_linear(void) {
     free(g2);
 }
 
+// Rows of n columns placed at column c0 of a wider [rows, ld] matrix whose other entries are POISON.
+#define POISON 1.0e30f
+static float *widen(const float *x, int rows, int n, int ld, int c0) {
+    float *w = kda_malloc((size_t)rows * ld * sizeof(float));
+    for (size_t i = 0; i < (size_t)rows * ld; i++) w[i] = POISON;
+    if (x)
+        for (int r = 0; r < rows; r++) memcpy(w + (size_t)r * ld + c0, x + (size_t)r * n, n * sizeof(float));
+    return w;
+}
+// Largest |wide's columns − packed| (relative to packed's largest), and whether every other entry is still POISON.
+static double cols_diff(const float *wide, const float *packed, int rows, int n, int ld, int c0, int *poison_ok) {
+    double md = 0, mx = 1e-30;
+    *poison_ok = 1;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < ld; j++) {
+            float v = wide[(size_t)r * ld + j];
+            if (j < c0 || j >= c0 + n) {
+                if (v != POISON) *poison_ok = 0;
+                continue;
+            }
+            double p = packed[(size_t)r * n + j - c0];
+            md = fmax(md, fabs(v - p)), mx = fmax(mx, fabs(p));
+        }
+    return md / mx;
+}
+
+// Inputs given as columns of a wider matrix (ops.h ldx; the model's projection buffer) and a
+// residual added by the linear: the same results as packed inputs, nothing written outside
+// the columns.
+static void test_strided_inputs(void) {
+    int N = 7, I = 10, Oo = 6, ld = 17, c0 = 3, ok;
+    float *x = randf(N * I, 1), *W = randf(Oo * I, 0.3), *b = randf(Oo, 1), *res = randf(N * Oo, 1);
+    float *xw = widen(x, N, I, ld, c0), *y0 = nanf_buf(N * Oo), *y1 = nanf_buf(N * Oo);
+    O->linear_fwd(x, I, W, b, NULL, y0, N, I, Oo);
+    O->linear_fwd(xw + c0, ld, W, b, res, y1, N, I, Oo);
+    for (int i = 0; i < N * Oo; i++) y0[i] += res[i];
+    T_REL("linear fwd: strided x + residual", cols_diff(y1, y0, N, Oo, Oo, 0, &ok), 1e-6);
+    memcpy(y1, res, N * Oo * sizeof(float)); // the residual in place (res == y)
+    O->linear_fwd(xw + c0, ld, W, b, y1, y1, N, I, Oo);
+    T_REL("linear fwd: residual in place", cols_diff(y1, y0, N, Oo, Oo, 0, &ok), 1e-6);
+    float *dy = randf(N * Oo, 1), *dx0 = nanf_buf(N * I), *dxw = widen(NULL, N, I, ld, c0);
+    float *dW0 = zeros(Oo * I), *dW1 = zeros(Oo * I);
+    O->linear_bwd(x, I, W, dy, dx0, dW0, NULL, N, I, Oo, 0);
+    O->linear_bwd(xw + c0, ld, W, dy, dxw + c0, dW1, NULL, N, I, Oo, 0);
+    T_REL("linear bwd: strided dx", cols_diff(dxw, dx0, N, I, ld, c0, &ok), 1e-6);
+    T_CHECK(ok, "linear bwd: nothing written outside dx's columns");
+    T_REL("linear bwd: dW from strided x", cols_diff(dW1, dW0, Oo, I, I, 0, &ok), 1e-6);
+
+    int B = 2, T = 9, C = 5, Wc = 4, cl = 12, cc = 4;
+    size_t n = (size_t)B * T * C;
+    float *cx = randf(n, 1), *cw = randf(C * Wc, 0.5), *cxw = widen(cx, B * T, C, cl, cc);
+    float *cy0 = nanf_buf(n), *cy1 = nanf_buf(n);
+    O->conv_silu_fwd(cx, C, cw, cy0, B, T, C, Wc);
+    O->conv_silu_fwd(cxw + cc, cl, cw, cy1, B, T, C, Wc);
+    T_REL("conv fwd: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
+    float *cdy = randf(n, 1), *cdx0 = nanf_buf(n), *cdxw = widen(NULL, B * T, C, cl, cc);
+    float *cdw0 = zeros(C * Wc), *cdw1 = zeros(C * Wc);
+    O->conv_silu_bwd(cx, C, cw, cdy, cdx0, cdw0, B, T, C, Wc);
+    O->conv_silu_bwd(cxw + cc, cl, cw, cdy, cdxw + cc, cdw1, B, T, C, Wc);
+    T_REL("conv bwd: strided dx", cols_diff(cdxw, cdx0, B * T, C, cl, cc, &ok), 1e-6);
+    T_CHECK(ok, "conv bwd: nothing written outside dx's columns");
+    T_REL("conv bwd: dw from strided x", cols_diff(cdw1, cdw0, C, Wc, Wc, 0, &ok), 1e-6);
+    float *tail0 = zeros((size_t)B * (Wc - 1) * C), *tail1 = zeros((size_t)B * (Wc - 1) * C);
+    O->conv_silu_step(tail0, cx, C, cw, cy0, B, T, C, Wc);
+    O->conv_silu_step(tail1, cxw + cc, cl, cw, cy1, B, T, C, Wc);
+    T_REL("conv step: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
+    T_CHECK(!memcmp(tail0, tail1, (size_t)B * (Wc - 1) * C * sizeof(float)), "conv step: strided x, same new tail");
+    float *bufs[] = {x, W, b, res, xw, y0, y1, dy, dx0, dxw, dW0, dW1, cx, cw, cxw, cy0, cy1, cdy, cdx0, cdxw, cdw0,
+                     cdw1, tail0, tail1};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
 static void test_conv(void) {
     int B = 2, T = 9, C = 5, W = 4, dm[] = {B, T, C, W};
     size_t n = (size_t)B * T * C;
     float *x = randf(n, 1), *w = randf(C * W, 0.5), *y = nanf_buf(n);
-    O->conv_silu_fwd(x, w, y, B, T, C, W);
+    O->conv_silu_fwd(x, C, w, y, B, T, C, W);
     double *in[] = {to_d(x, n), to_d(w, C * W)}, *ref = kda_malloc(n * sizeof(double));
     ref_conv(in, ref, dm);
     T_REL("short conv + SiLU fwd", rel_d(y, ref, n), 1e-6);
     float *dy = randf(n, 1), *dx = nanf_buf(n), *dw = zeros(C * W);
-    O->conv_silu_bwd(x, w, dy, dx, dw, B, T, C, W);
+    O->conv_silu_bwd(x, C, w, dy, dx, dw, B, T, C, W);
     size_t sz[] = {n, (size_t)C * W};
     double *dyd = to_d(dy, n);
     double *g0 = fd_grad(ref_conv, in, 0, sz, n, dyd, dm), *g1 = fd_grad(ref_conv, in, 1, sz, n, dyd, dm);
@@ -381,6 +453,7 @@ int main(void) {
     test_gnorm();
     test_linear();
     test_conv();
+    test_strided_inputs();
     test_swiglu();
     test_embed_ce();
     test_optim_ops();

@@ -12,11 +12,13 @@ struct kda_layer_acts {
     void *h_in;                  // [N,d] layer input (residual stream)
     float *rstd1;                // [N]
     void *xn;                    // [N,d] attn_norm output
-    void *q_pre, *k_pre, *v_pre; // [N,Dk],[N,Dk],[N,Dv] projections (conv inputs)
+    void *proj;                  // [N,P] the five projections of xn side by side (P = proj_width):
+    void *q_pre, *k_pre, *v_pre; //   its columns: q, k, v before the conv (Dk, Dk, Dv wide)
+    void *f_low, *g_low;         //   and the low-rank gate inputs (r, r); rows P apart
     void *q, *k, *v;             // conv+SiLU outputs (core inputs)
-    void *f_low, *f;             // [N,r], [N,Dg]
+    void *f;                     // [N,Dg]
     void *b;                     // [N,H]
-    void *g_low, *u;             // [N,r], [N,Dv]
+    void *u;                     // [N,Dv]
     void *core_saved;            // backend-defined
     void *o;                     // [N,Dv] core output
     float *rstd_o;               // [N*H]
@@ -29,9 +31,14 @@ struct kda_layer_acts {
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
-    void *dz, *dgate, *dup, *dx2, *dy, *d_o, *du, *dglow, *dxn, *dq, *dk, *dv, *df, *db, *dflow, *dq_pre, *dk_pre,
-        *dv_pre, *tmp;
+    void *dz, *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
+    void *dproj, *dq_pre, *dk_pre, *dv_pre, *dflow, *dglow; // [N,P] and its columns, as acts' proj
 };
+
+// The five projections of the attention input xn (q, k, v, f_proj.0, g_proj.0) are one GEMM:
+// their weights follow each other in the parameter buffers (place_params), so together they are
+// one [P, d] weight, and their outputs are the columns of one [N, P] activation.
+static int proj_width(const kda_config *c) { return 2 * c->key_dim + c->value_dim + 2 * c->head_v_dim; }
 
 // ---- parameter registry ----------------------------------------------------------------
 
@@ -45,11 +52,36 @@ static int add_param(kda_model *m, int cap, const char *name, int ndim, const in
         p->shape[i] = shape[i];
         p->numel *= (size_t)shape[i];
     }
-    p->offset = m->n_floats;
     p->weight_decay = wd;
-    // keep every tensor 16-float aligned (64 bytes) for vector loads on every backend
-    m->n_floats += (p->numel + 15) & ~(size_t)15;
-    return m->n_params++;
+    return m->n_params++; // its offset: place_params
+}
+
+static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+// Offsets in registration order (the order the initialisation draws in), every tensor 16-float
+// aligned (64 bytes, for vector loads on every backend), except that each layer's q_proj is
+// followed at once by its k_proj, v_proj, f_proj.0 and g_proj.0 (the projection weight [P, d]
+// of layer_fwd; only the group's start is aligned).
+static void place_params(kda_model *m) {
+    char *placed = kda_calloc(m->n_params, 1);
+    size_t off = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        if (placed[i]) continue;
+        const kda_layer_params *lp = NULL;
+        for (int l = 0; l < m->cfg.num_hidden_layers && !lp; l++)
+            if (m->layer[l].q_proj == i) lp = &m->layer[l];
+        if (!lp) {
+            m->params[i].offset = off, off += pad16(m->params[i].numel), placed[i] = 1;
+            continue;
+        }
+        const int group[] = {lp->q_proj, lp->k_proj, lp->v_proj, lp->f_proj0, lp->g_proj0};
+        for (int g = 0; g < 5; g++) {
+            m->params[group[g]].offset = off, off += m->params[group[g]].numel, placed[group[g]] = 1;
+        }
+        off = pad16(off);
+    }
+    m->n_floats = off;
+    free(placed);
 }
 
 #define P1(a) ((int[]){a})
@@ -97,6 +129,7 @@ static void register_params(kda_model *m) {
     }
 #undef LP
     m->final_norm = add_param(m, cap, "model.norm.weight", 1, P1(d), 0);
+    place_params(m);
 }
 
 int kda_model_find_param(const kda_model *m, const char *name) {
@@ -179,13 +212,23 @@ static void *buf(sizer *z, size_t *part, size_t bytes) {
 #define ACTS(z, part, elems) buf(z, part, (size_t)(elems) * (size_t)(z)->ops->act_bytes)
 #define F32S(z, part, elems) buf(z, part, (size_t)(elems) * sizeof(float))
 
+// The columns of a [N, P] projection buffer (NULL when only counting).
+static void proj_columns(const kda_ops *o, const kda_config *c, void *proj, void **q, void **k, void **v, void **fl,
+                         void **gl) {
+    size_t e = (size_t)o->act_bytes;
+    char *p = proj;
+    int Dk = c->key_dim, Dv = c->value_dim, r = c->head_v_dim;
+    *q = p, *k = p ? p + e * Dk : NULL, *v = p ? p + e * 2 * Dk : NULL;
+    *fl = p ? p + e * (2 * Dk + Dv) : NULL, *gl = p ? p + e * (2 * Dk + Dv + r) : NULL;
+}
+
 // One layer's buffers; with 'first' (layer 0's), recomputed fields share its buffers (and are
 // counted once, as acts_shared).
 static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int B, int T, kda_layer_acts *a,
                           const kda_layer_acts *first) {
     size_t N = (size_t)B * T;
     int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
-    int r = c->head_v_dim, F = c->intermediate_size, rc = recompute_mask(c);
+    int F = c->intermediate_size, rc = recompute_mask(c);
     kda_core_dims cd = core_dims_of(c, algo, B, T);
     kda_model_mem *mm = z->mem;
 #define ACT(field, expr)                                                                                               \
@@ -202,16 +245,13 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(h_in, ACTS(z, &mm->acts_layers, N * d));
     ACT(rstd1, F32S(z, &mm->acts_layers, N));
     ACT(xn, ACTS(z, &mm->acts_layers, N * d));
-    ACT(q_pre, ACTS(z, &mm->acts_layers, N * Dk));
-    ACT(k_pre, ACTS(z, &mm->acts_layers, N * Dk));
-    ACT(v_pre, ACTS(z, &mm->acts_layers, N * Dv));
+    ACT(proj, ACTS(z, &mm->acts_layers, N * proj_width(c)));
+    proj_columns(z->ops, c, a->proj, &a->q_pre, &a->k_pre, &a->v_pre, &a->f_low, &a->g_low);
     ACT(q, ACTS(z, &mm->acts_layers, N * Dk));
     ACT(k, ACTS(z, &mm->acts_layers, N * Dk));
     ACT(v, ACTS(z, &mm->acts_layers, N * Dv));
-    ACT(f_low, ACTS(z, &mm->acts_layers, N * r));
     ACT(f, ACTS(z, &mm->acts_layers, N * Dg));
     ACT(b, ACTS(z, &mm->acts_layers, N * H));
-    ACT(g_low, ACTS(z, &mm->acts_layers, N * r));
     ACT(u, ACTS(z, &mm->acts_layers, N * Dv));
     {
         size_t c0 = mm->acts_layers;
@@ -256,7 +296,7 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
 
     size_t N = (size_t)B * T;
     int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
-    int r = c->head_v_dim, F = c->intermediate_size, L = c->num_hidden_layers;
+    int F = c->intermediate_size, L = c->num_hidden_layers;
     kda_layer_acts count_only[2]; // the buffers of a plan (NULL pointers, layer 0 and the others)
     memset(count_only, 0, sizeof count_only);
     for (int l = 0; l < L; l++) {
@@ -275,7 +315,7 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     }
     // gradient scratch (one set, reused by every layer)
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
-    size_t big = (size_t)F > (size_t)d ? (size_t)F : (size_t)d, *p = &mm->grad_scratch;
+    size_t *p = &mm->grad_scratch;
     g->dz = ACTS(z, p, N * F);
     g->dgate = ACTS(z, p, N * F);
     g->dup = ACTS(z, p, N * F);
@@ -283,18 +323,15 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     g->dy = ACTS(z, p, N * Dv);
     g->d_o = ACTS(z, p, N * Dv);
     g->du = ACTS(z, p, N * Dv);
-    g->dglow = ACTS(z, p, N * r);
     g->dxn = ACTS(z, p, N * d);
     g->dq = ACTS(z, p, N * Dk);
     g->dk = ACTS(z, p, N * Dk);
     g->dv = ACTS(z, p, N * Dv);
     g->df = ACTS(z, p, N * Dg);
     g->db = ACTS(z, p, N * H);
-    g->dflow = ACTS(z, p, N * r);
-    g->dq_pre = ACTS(z, p, N * Dk);
-    g->dk_pre = ACTS(z, p, N * Dk);
-    g->dv_pre = ACTS(z, p, N * Dv);
-    g->tmp = ACTS(z, p, N * big);
+    g->dproj = ACTS(z, p, N * proj_width(c));
+    proj_columns(ops, c, g->dproj, &g->dq_pre, &g->dk_pre, &g->dv_pre, &g->dflow, &g->dglow);
+    g->tmp = ACTS(z, p, N * d); // the head's input gradient
 }
 #undef ACTS
 #undef F32S
@@ -365,16 +402,31 @@ void kda_model_drop_grad(kda_model *m) {
     m->grad = NULL;
 }
 
+// The pointer fields that are columns of a projection buffer (freed with it), by offset.
+static const size_t act_views[] = {offsetof(kda_layer_acts, q_pre), offsetof(kda_layer_acts, k_pre),
+                                   offsetof(kda_layer_acts, v_pre), offsetof(kda_layer_acts, f_low),
+                                   offsetof(kda_layer_acts, g_low)};
+static const size_t grad_views[] = {offsetof(kda_grad_scratch, dq_pre), offsetof(kda_grad_scratch, dk_pre),
+                                    offsetof(kda_grad_scratch, dv_pre), offsetof(kda_grad_scratch, dflow),
+                                    offsetof(kda_grad_scratch, dglow)};
+static int is_view(const size_t views[5], size_t field) {
+    for (int i = 0; i < 5; i++)
+        if (views[i] == field) return 1;
+    return 0;
+}
+
 void kda_model_free(kda_model *m) {
     if (!m) return;
     const kda_ops *o = m->ops;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         void **p = (void **)&m->acts[l], **first = (void **)&m->acts[0];
         for (size_t i = 0; i < sizeof(kda_layer_acts) / sizeof(void *); i++)
-            if (l == 0 || p[i] != first[i]) o->free(p[i]); // shared (recomputed) buffers once
+            if (!is_view(act_views, i * sizeof(void *)) && (l == 0 || p[i] != first[i]))
+                o->free(p[i]); // shared (recomputed) buffers once
     }
     void **g = (void **)m->gs;
-    for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++) o->free(g[i]);
+    for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++)
+        if (!is_view(grad_views, i * sizeof(void *))) o->free(g[i]);
     free(m->gs);
     o->free(m->h_final);
     o->free(m->x_final);
@@ -442,13 +494,15 @@ typedef struct {
     float *S;
 } layer_state;
 
-// conv + SiLU of one channel group, continuing from tail when there is one.
+// conv + SiLU of one channel group (columns of the projection buffer, rows P apart),
+// continuing from tail when there is one.
 static void conv_silu(const kda_model *m, void *tail, const void *x, const void *w, void *y, int B, int T, int C,
                       int W) {
+    int P = proj_width(&m->cfg);
     if (tail)
-        m->ops->conv_silu_step(tail, x, w, y, B, T, C, W);
+        m->ops->conv_silu_step(tail, x, P, w, y, B, T, C, W);
     else
-        m->ops->conv_silu_fwd(x, w, y, B, T, C, W);
+        m->ops->conv_silu_fwd(x, P, w, y, B, T, C, W);
 }
 
 // Input is m->acts[l].h_in (written by the previous layer or the embedding). With st (decoding)
@@ -460,36 +514,30 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
     int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
-    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     if (st) cd.algo = T > 1 ? KDA_CHUNKED : KDA_RECURRENT;
 
     o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
-    o->linear_fwd(a->xn, WP(p->q_proj), NULL, a->q_pre, N, d, Dk);
-    o->linear_fwd(a->xn, WP(p->k_proj), NULL, a->k_pre, N, d, Dk);
-    o->linear_fwd(a->xn, WP(p->v_proj), NULL, a->v_pre, N, d, Dv);
+    o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0
     conv_silu(m, st ? st->tail[0] : NULL, a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
     conv_silu(m, st ? st->tail[1] : NULL, a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
     conv_silu(m, st ? st->tail[2] : NULL, a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
-    o->linear_fwd(a->xn, WP(p->f_proj0), NULL, a->f_low, N, d, r);
-    o->linear_fwd(a->f_low, WP(p->f_proj1), NULL, a->f, N, r, Dg);
-    o->linear_fwd(a->xn, WP(p->b_proj), NULL, a->b, N, d, H);
-    o->linear_fwd(a->xn, WP(p->g_proj0), NULL, a->g_low, N, d, r);
-    o->linear_fwd(a->g_low, WP(p->g_proj1), WP(p->g_proj1_bias), a->u, N, r, Dv);
+    o->linear_fwd(a->f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
+    o->linear_fwd(a->xn, d, WP(p->b_proj), NULL, NULL, a->b, N, d, H);
+    o->linear_fwd(a->g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     if (st)
         o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, st->S);
     else
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
     o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
-    o->linear_fwd(a->y, WP(p->o_proj), NULL, m->gs->tmp, N, Dv, d);
-    o->add(a->h_in, m->gs->tmp, a->h_mid, (size_t)N * d);
+    o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d); // + the residual
     o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    o->linear_fwd(a->x2, WP(p->gate_proj), NULL, a->gate, N, d, F);
-    o->linear_fwd(a->x2, WP(p->up_proj), NULL, a->up, N, d, F);
+    o->linear_fwd(a->x2, d, WP(p->gate_proj), NULL, NULL, a->gate, N, d, F);
+    o->linear_fwd(a->x2, d, WP(p->up_proj), NULL, NULL, a->up, N, d, F);
     o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
-    o->linear_fwd(a->z, WP(p->down_proj), NULL, m->gs->tmp, N, F, d);
-    o->add(a->h_mid, m->gs->tmp, h_out, (size_t)N * d);
+    o->linear_fwd(a->z, F, WP(p->down_proj), NULL, a->h_mid, h_out, N, F, d);
 }
 
 // Rewrites the shared (recomputed) activations of layer l before its backward reads them.
@@ -513,9 +561,9 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
         o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
     }
     if (rc & RC_CONV) {
-        o->conv_silu_fwd(a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
-        o->conv_silu_fwd(a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
-        o->conv_silu_fwd(a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
+        conv_silu(m, NULL, a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
+        conv_silu(m, NULL, a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
+        conv_silu(m, NULL, a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
     }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
@@ -530,34 +578,32 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
     int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
-    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
     kda_core_dims cd = core_dims(m, B, T);
     recompute_for_bwd(m, l, B, T);
 
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
-    o->linear_bwd(a->z, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
+    o->linear_bwd(a->z, F, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
     o->swiglu_bwd(a->gate, a->up, m->gs->dz, m->gs->dgate, m->gs->dup, (size_t)N * F);
-    o->linear_bwd(a->x2, WP(p->gate_proj), m->gs->dgate, m->gs->dx2, GP(p->gate_proj), NULL, N, d, F, 0);
-    o->linear_bwd(a->x2, WP(p->up_proj), m->gs->dup, m->gs->dx2, GP(p->up_proj), NULL, N, d, F, 1);
+    o->linear_bwd(a->x2, d, WP(p->gate_proj), m->gs->dgate, m->gs->dx2, GP(p->gate_proj), NULL, N, d, F, 0);
+    o->linear_bwd(a->x2, d, WP(p->up_proj), m->gs->dup, m->gs->dx2, GP(p->up_proj), NULL, N, d, F, 1);
     o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, m->gs->dx2, dh, GP(p->mlp_norm), N, d, 1);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
-    o->linear_bwd(a->y, WP(p->o_proj), dh, m->gs->dy, GP(p->o_proj), NULL, N, Dv, d, 0);
+    o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, m->gs->dy, GP(p->o_proj), NULL, N, Dv, d, 0);
     o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, m->gs->dy, m->gs->d_o, m->gs->du, GP(p->o_norm), N * H,
                          c->head_v_dim);
-    o->linear_bwd(a->g_low, WP(p->g_proj1), m->gs->du, m->gs->dglow, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
-    o->linear_bwd(a->xn, WP(p->g_proj0), m->gs->dglow, m->gs->dxn, GP(p->g_proj0), NULL, N, d, r, 0);
+    o->linear_bwd(a->g_low, P, WP(p->g_proj1), m->gs->du, m->gs->dglow, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv,
+                  0);
     o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq,
                m->gs->dk, m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
-    o->linear_bwd(a->f_low, WP(p->f_proj1), m->gs->df, m->gs->dflow, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->linear_bwd(a->xn, WP(p->f_proj0), m->gs->dflow, m->gs->dxn, GP(p->f_proj0), NULL, N, d, r, 1);
-    o->linear_bwd(a->xn, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 1);
-    o->conv_silu_bwd(a->q_pre, WP(p->q_conv), m->gs->dq, m->gs->dq_pre, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(a->k_pre, WP(p->k_conv), m->gs->dk, m->gs->dk_pre, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(a->v_pre, WP(p->v_conv), m->gs->dv, m->gs->dv_pre, GP(p->v_conv), B, T, Dv, W);
-    o->linear_bwd(a->xn, WP(p->q_proj), m->gs->dq_pre, m->gs->dxn, GP(p->q_proj), NULL, N, d, Dk, 1);
-    o->linear_bwd(a->xn, WP(p->k_proj), m->gs->dk_pre, m->gs->dxn, GP(p->k_proj), NULL, N, d, Dk, 1);
-    o->linear_bwd(a->xn, WP(p->v_proj), m->gs->dv_pre, m->gs->dxn, GP(p->v_proj), NULL, N, d, Dv, 1);
+    o->linear_bwd(a->f_low, P, WP(p->f_proj1), m->gs->df, m->gs->dflow, GP(p->f_proj1), NULL, N, r, Dg, 0);
+    o->linear_bwd(a->xn, d, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 0);
+    o->conv_silu_bwd(a->q_pre, P, WP(p->q_conv), m->gs->dq, m->gs->dq_pre, GP(p->q_conv), B, T, Dk, W);
+    o->conv_silu_bwd(a->k_pre, P, WP(p->k_conv), m->gs->dk, m->gs->dk_pre, GP(p->k_conv), B, T, Dk, W);
+    o->conv_silu_bwd(a->v_pre, P, WP(p->v_conv), m->gs->dv, m->gs->dv_pre, GP(p->v_conv), B, T, Dv, W);
+    // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
+    o->linear_bwd(a->xn, d, WP(p->q_proj), m->gs->dproj, m->gs->dxn, GP(p->q_proj), NULL, N, d, P, 1);
     o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, m->gs->dxn, dh, GP(p->attn_norm), N, d, 1);
 }
 
@@ -567,7 +613,7 @@ void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi) {
     for (size_t i = 0; i < sizeof(kda_layer_params) / sizeof(int); i++) {
         const kda_param *p = &m->params[ix[i]];
         if (p->offset < a) a = p->offset;
-        size_t e = p->offset + ((p->numel + 15) & ~(size_t)15);
+        size_t e = pad16(p->offset + p->numel);
         if (e > b) b = e;
     }
     *lo = a;
@@ -576,7 +622,7 @@ void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi) {
 
 static void param_ready(kda_model *m, int idx) {
     const kda_param *p = &m->params[idx];
-    m->grad_ready(m->grad_ready_user, p->offset, p->offset + ((p->numel + 15) & ~(size_t)15));
+    m->grad_ready(m->grad_ready_user, p->offset, pad16(p->offset + p->numel));
 }
 
 static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {

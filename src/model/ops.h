@@ -93,17 +93,21 @@ typedef struct kda_ops {
                               void *du, float *dw, int rows, int V);
 
     // ---- linear ----
-    // y[N,O] = x[N,In]·W[O,In]ᵀ + bias[O] (bias may be NULL)
-    void (*linear_fwd)(const void *x, const void *W, const void *bias, void *y, int N, int In, int O);
+    // The input x (and its gradient dx) may be columns of a wider matrix: row n at x + n·ldx
+    // (ldx >= In); y, res and dy are packed [N,O].
+    // y[N,O] = x[N,In]·W[O,In]ᵀ + bias[O] + res[N,O] (bias and res may be NULL; res may be y)
+    void (*linear_fwd)(const void *x, int ldx, const void *W, const void *bias, const void *res, void *y, int N, int In,
+                       int O);
     // dx[N,In] = dy·W (written, or acc if accumulate; dx may be NULL), dW += dyᵀ·x, dbias += Σ dy
-    void (*linear_bwd)(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
-                       int O, int accumulate);
+    void (*linear_bwd)(const void *x, int ldx, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N,
+                       int In, int O, int accumulate);
 
     // ---- short conv ----
-    // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; x,y [B,T,C], w [C,W]
-    void (*conv_silu_fwd)(const void *x, const void *w, void *y, int B, int T, int C, int W);
-    void (*conv_silu_bwd)(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
-                          int W);
+    // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; y [B,T,C] packed, w [C,W]; x
+    // (and dx) [B,T,C] with rows ldx elements apart (ldx >= C: columns of a wider matrix)
+    void (*conv_silu_fwd)(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
+    void (*conv_silu_bwd)(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T,
+                          int C, int W);
 
     // ---- KDA core (see kda_core.h for the math and layouts; 'saved' is backend memory) ----
     size_t (*kda_saved_bytes)(const kda_core_dims *dims);
@@ -116,8 +120,9 @@ typedef struct kda_ops {
     // ---- generation: forwards that continue from a recurrent state (no backward) ----
     // Short conv over [tail | x] along time: tail [B,W−1,C] (A) holds the W−1 inputs before
     // x[:,0]; y[b,t,c] = silu(Σ_j w[c,j]·X[b,t+j,c]) with X = [tail | x], then tail ← the last
-    // W−1 rows of X (in place). x, y [B,T,C]; a zero tail gives conv_silu_fwd.
-    void (*conv_silu_step)(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W);
+    // W−1 rows of X (in place). x [B,T,C] with rows ldx apart, y [B,T,C]; a zero tail gives
+    // conv_silu_fwd.
+    void (*conv_silu_step)(void *tail, const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
     // KDA core from the fp32 state S [B,H,K,V] (the state before token 0 on entry, after token
     // T−1 on exit). dims->algo picks the form: KDA_RECURRENT token by token (saved unused, may
     // be NULL); KDA_CHUNKED the chunked form (saved: kda_saved_bytes(dims) bytes of scratch;
@@ -129,8 +134,6 @@ typedef struct kda_ops {
     // z = silu(gate)·up
     void (*swiglu_fwd)(const void *gate, const void *up, void *z, size_t n);
     void (*swiglu_bwd)(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
-    // y = a + b (y may alias a or b)
-    void (*add)(const void *a, const void *b, void *y, size_t n);
 
     // ---- optimizer ----
     double (*sumsq)(const float *g, size_t n); // Σ g² (host double)

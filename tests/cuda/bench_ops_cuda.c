@@ -76,11 +76,10 @@ static void f_grms_fwd(void *c) { (void)c, CU->gated_rmsnorm_fwd(o_, u_, w_, go_
 static void f_grms_bwd(void *c) {
     (void)c, CU->gated_rmsnorm_bwd(o_, u_, w_, grstd_, gdy_, gdo_, gdu_, gw_f_, N * H, V);
 }
-static void f_conv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, cw_, cy_, B, T, conv_c, W); }
-static void f_conv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
+static void f_conv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
+static void f_conv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
 static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sg_, su_, sz_, (size_t)N * F); }
 static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, (size_t)N * F); }
-static void f_add(void *c) { (void)c, CU->add(x_, dy_, y_, (size_t)N * D); }
 static void f_sumsq(void *c) { (void)c, CU->sumsq(pg_, P); }
 static void f_nonfinite(void *c) { (void)c, CU->has_nonfinite(pg_, P); }
 static void f_adamw_multi(void *c) {
@@ -173,7 +172,6 @@ int main(int argc, char **argv) {
     CU->zero(dw_, D * 4);
     bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * bf + N * f4, 25);
     bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * bf + 2.0 * D * f4, 25);
-    bench("add (residual) [65536x1024]", f_add, Nd * bf * 3, 24);
     size_t gr = (size_t)N * H;
     double gn = (double)gr * V;
     o_ = d_rand_bf(gr * V, 1), u_ = d_rand_bf(gr * V, 1), gdy_ = d_rand_bf(gr * V, 1);

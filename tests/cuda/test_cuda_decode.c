@@ -26,10 +26,10 @@ static void test_conv_step(int B, int T, int C, int W) {
     float *x = h_randn_bf((size_t)B * T * C, 1.0), *w = h_randn_bf((size_t)C * W, 0.5);
     float *tail = h_randn_bf((size_t)B * P * C, 1.0);
     float *y_ref = h_randn((size_t)B * T * C, 1), *tail_ref = h_copy(tail, (size_t)B * P * C);
-    CPU->conv_silu_step(tail_ref, x, w, y_ref, B, T, C, W);
+    CPU->conv_silu_step(tail_ref, x, C, w, y_ref, B, T, C, W);
     void *x_ = d_bf(x, (size_t)B * T * C), *w_ = d_bf(w, (size_t)C * W), *t_ = d_bf(tail, (size_t)B * P * C);
     void *y_ = d_bf_nan((size_t)B * T * C);
-    CU->conv_silu_step(t_, x_, w_, y_, B, T, C, W);
+    CU->conv_silu_step(t_, x_, C, w_, y_, B, T, C, W);
     float *y = h_of_bf(y_, (size_t)B * T * C), *tl = h_of_bf(t_, (size_t)B * P * C);
     snprintf(nm, sizeof nm, "conv_silu_step y (B=%d T=%d C=%d W=%d)", B, T, C, W);
     CHECK_REL(nm, y, y_ref, (size_t)B * T * C, 5e-3);
@@ -37,8 +37,8 @@ static void test_conv_step(int B, int T, int C, int W) {
     // a zero tail gives conv_silu_fwd's output
     CU->zero(t_, (size_t)B * P * C * 2);
     void *y2_ = d_bf_nan((size_t)B * T * C), *y3_ = d_bf_nan((size_t)B * T * C);
-    CU->conv_silu_step(t_, x_, w_, y2_, B, T, C, W);
-    CU->conv_silu_fwd(x_, w_, y3_, B, T, C, W);
+    CU->conv_silu_step(t_, x_, C, w_, y2_, B, T, C, W);
+    CU->conv_silu_fwd(x_, C, w_, y3_, B, T, C, W);
     float *y2 = h_of_bf(y2_, (size_t)B * T * C), *y3 = h_of_bf(y3_, (size_t)B * T * C);
     T_CHECK(n_nonfinite(y2, (size_t)B * T * C) == 0 && !memcmp(y2, y3, (size_t)B * T * C * 4),
             "conv_silu_step from a zero tail == conv_silu_fwd (T=%d)", T);

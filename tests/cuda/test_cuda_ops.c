@@ -9,18 +9,45 @@
 #include "cuda/cuda_test_util.h"
 #include "test_die.h"
 
+// ---- inputs as columns of a wider matrix (ops.h ldx) ----
+
+// rows of n values at columns [c0, c0 + n) of a [rows, ld] matrix filled with fill elsewhere
+static float *h_widen(const float *x, int rows, int n, int ld, int c0, float fill) {
+    float *w = kda_malloc((size_t)rows * ld * sizeof(float));
+    for (size_t i = 0; i < (size_t)rows * ld; i++) w[i] = fill;
+    if (x)
+        for (int r = 0; r < rows; r++) memcpy(w + (size_t)r * ld + c0, x + (size_t)r * n, n * sizeof(float));
+    return w;
+}
+// columns [c0, c0 + n) of a [rows, ld] matrix, packed; *others_nan: every other entry is NaN
+static float *h_cols(const float *w, int rows, int n, int ld, int c0, int *others_nan) {
+    float *x = kda_malloc((size_t)rows * n * sizeof(float));
+    *others_nan = 1;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < ld; j++) {
+            float v = w[(size_t)r * ld + j];
+            if (j >= c0 && j < c0 + n) x[(size_t)r * n + j - c0] = v;
+            else if (!isnan(v)) *others_nan = 0;
+        }
+    return x;
+}
+#define BF_AT(p, i) ((void *)((char *)(p) + (size_t)(i) * 2))
+
 // ---- linear ----
-static void test_linear(int N, int In, int O, int with_bias) {
-    char nm[96];
+// x (and dx) as the last In columns of [N, ld] rows (ld = In: packed); with_res adds a residual.
+static void test_linear(int N, int In, int O, int with_bias, int ld, int with_res) {
+    char nm[128];
+    int c0 = ld - In, ok;
     float *x = h_randn_bf((size_t)N * In, 1.0), *W = h_randn_bf((size_t)O * In, 0.05);
-    float *bias = with_bias ? h_randn_bf(O, 0.5) : NULL;
-    float *y_ref = h_randn((size_t)N * O, 1);
-    CPU->linear_fwd(x, W, bias, y_ref, N, In, O);
-    void *dx_ = d_bf(x, (size_t)N * In), *dW_ = d_bf(W, (size_t)O * In), *db_ = bias ? d_bf(bias, O) : NULL;
-    void *dy_ = d_bf_nan((size_t)N * O);
-    CU->linear_fwd(dx_, dW_, db_, dy_, N, In, O);
+    float *bias = with_bias ? h_randn_bf(O, 0.5) : NULL, *res = with_res ? h_randn_bf((size_t)N * O, 1.0) : NULL;
+    float *y_ref = h_randn((size_t)N * O, 1), *xw = h_widen(x, N, In, ld, c0, NAN);
+    CPU->linear_fwd(x, In, W, bias, res, y_ref, N, In, O);
+    void *dxw_ = d_bf(xw, (size_t)N * ld), *dW_ = d_bf(W, (size_t)O * In), *db_ = bias ? d_bf(bias, O) : NULL;
+    void *dx_ = BF_AT(dxw_, c0), *dy_ = d_bf_nan((size_t)N * O), *dres_ = res ? d_bf(res, (size_t)N * O) : NULL;
+    CU->linear_fwd(dx_, ld, dW_, db_, dres_, dy_, N, In, O);
     float *y = h_of_bf(dy_, (size_t)N * O);
-    snprintf(nm, sizeof nm, "linear_fwd N=%d In=%d O=%d%s", N, In, O, with_bias ? " +bias" : "");
+    snprintf(nm, sizeof nm, "linear_fwd N=%d In=%d O=%d ldx=%d%s%s", N, In, O, ld, with_bias ? " +bias" : "",
+             with_res ? " +residual" : "");
     CHECK_REL(nm, y, y_ref, (size_t)N * O, 5e-3);
 
     // backward: dx written then accumulated, dW/dbias accumulated onto random values
@@ -28,29 +55,32 @@ static void test_linear(int N, int In, int O, int with_bias) {
     float *dW0 = h_randn((size_t)O * In, 1.0), *dB0 = h_randn(O, 1.0), *dx0 = h_randn_bf((size_t)N * In, 1.0);
     for (int acc = 0; acc <= 1; acc++) {
         float *dx_ref = h_copy(dx0, (size_t)N * In), *dW_ref = h_copy(dW0, (size_t)O * In), *dB_ref = h_copy(dB0, O);
-        CPU->linear_bwd(x, W, gy, dx_ref, dW_ref, with_bias ? dB_ref : NULL, N, In, O, acc);
+        CPU->linear_bwd(x, In, W, gy, dx_ref, dW_ref, with_bias ? dB_ref : NULL, N, In, O, acc);
         void *gy_ = d_bf(gy, (size_t)N * O);
-        void *gx_ = acc ? d_bf(dx0, (size_t)N * In) : d_bf_nan((size_t)N * In);
+        float *gxw0 = h_widen(acc ? dx0 : NULL, N, In, ld, c0, NAN);
+        void *gxw_ = d_bf(gxw0, (size_t)N * ld);
         float *gW_ = d_f32(dW0, (size_t)O * In), *gB_ = d_f32(dB0, O);
-        CU->linear_bwd(dx_, dW_, gy_, gx_, gW_, with_bias ? gB_ : NULL, N, In, O, acc);
-        float *gx = h_of_bf(gx_, (size_t)N * In), *gW = h_of_f32(gW_, (size_t)O * In), *gB = h_of_f32(gB_, O);
-        snprintf(nm, sizeof nm, "linear_bwd dx (accumulate=%d)", acc);
-        CHECK_REL(nm, gx, dx_ref, (size_t)N * In, acc ? 5e-3 : 5e-3);
+        CU->linear_bwd(dx_, ld, dW_, gy_, BF_AT(gxw_, c0), gW_, with_bias ? gB_ : NULL, N, In, O, acc);
+        float *gxw = h_of_bf(gxw_, (size_t)N * ld), *gx = h_cols(gxw, N, In, ld, c0, &ok);
+        float *gW = h_of_f32(gW_, (size_t)O * In), *gB = h_of_f32(gB_, O);
+        snprintf(nm, sizeof nm, "linear_bwd dx (accumulate=%d, ldx=%d)", acc, ld);
+        CHECK_REL(nm, gx, dx_ref, (size_t)N * In, 5e-3);
+        T_CHECK(ok, "linear_bwd (ldx=%d): nothing written outside dx's columns", ld);
         CHECK_REL("linear_bwd dW (+=)", gW, dW_ref, (size_t)O * In, 1e-4);
         if (with_bias) CHECK_REL("linear_bwd dbias (+=)", gB, dB_ref, O, 1e-4);
-        CU->free(gy_), CU->free(gx_), CU->free(gW_), CU->free(gB_);
-        free(dx_ref), free(dW_ref), free(dB_ref), free(gx), free(gW), free(gB);
+        CU->free(gy_), CU->free(gxw_), CU->free(gW_), CU->free(gB_);
+        free(dx_ref), free(dW_ref), free(dB_ref), free(gxw0), free(gxw), free(gx), free(gW), free(gB);
     }
     // dx == NULL is allowed
     float *gW_ = d_f32(dW0, (size_t)O * In);
     void *gy_ = d_bf(gy, (size_t)N * O);
-    CU->linear_bwd(dx_, dW_, gy_, NULL, gW_, NULL, N, In, O, 0);
+    CU->linear_bwd(dx_, ld, dW_, gy_, NULL, gW_, NULL, N, In, O, 0);
     float *gW = h_of_f32(gW_, (size_t)O * In), *dW_ref = h_copy(dW0, (size_t)O * In);
-    CPU->linear_bwd(x, W, gy, NULL, dW_ref, NULL, N, In, O, 0);
+    CPU->linear_bwd(x, In, W, gy, NULL, dW_ref, NULL, N, In, O, 0);
     CHECK_REL("linear_bwd dx=NULL: dW", gW, dW_ref, (size_t)O * In, 1e-4);
-    CU->free(gW_), CU->free(gy_), CU->free(dx_), CU->free(dW_), CU->free(db_), CU->free(dy_);
-    free(x), free(W), free(bias), free(y_ref), free(y), free(gy), free(dW0), free(dB0), free(dx0), free(gW),
-        free(dW_ref);
+    CU->free(gW_), CU->free(gy_), CU->free(dxw_), CU->free(dW_), CU->free(db_), CU->free(dy_), CU->free(dres_);
+    free(x), free(W), free(bias), free(res), free(xw), free(y_ref), free(y), free(gy), free(dW0), free(dB0), free(dx0);
+    free(gW), free(dW_ref);
 }
 
 // ---- embedding ----
@@ -178,38 +208,43 @@ static void test_gated_rmsnorm(int rows, int V) {
 }
 
 // ---- short conv ----
-static void test_conv(int B, int T, int C, int W) {
-    char nm[96];
-    size_t n = (size_t)B * T * C;
+// x (and dx) as the last C columns of [B·T, ld] rows (ld = C: packed)
+static void test_conv(int B, int T, int C, int W, int ld) {
+    char nm[112];
+    int c0 = ld - C, ok;
+    size_t n = (size_t)B * T * C, nw = (size_t)B * T * ld;
     float *x = h_randn_bf(n, 1.0), *w = h_randn_bf((size_t)C * W, 0.5), *y_ref = h_randn(n, 1);
-    CPU->conv_silu_fwd(x, w, y_ref, B, T, C, W);
-    void *x_ = d_bf(x, n), *w_ = d_bf(w, (size_t)C * W), *y_ = d_bf_nan(n);
-    CU->conv_silu_fwd(x_, w_, y_, B, T, C, W);
+    float *xw = h_widen(x, B * T, C, ld, c0, NAN);
+    CPU->conv_silu_fwd(x, C, w, y_ref, B, T, C, W);
+    void *xw_ = d_bf(xw, nw), *x_ = BF_AT(xw_, c0), *w_ = d_bf(w, (size_t)C * W), *y_ = d_bf_nan(n);
+    CU->conv_silu_fwd(x_, ld, w_, y_, B, T, C, W);
     float *y = h_of_bf(y_, n);
-    snprintf(nm, sizeof nm, "conv_silu_fwd B=%d T=%d C=%d W=%d", B, T, C, W);
+    snprintf(nm, sizeof nm, "conv_silu_fwd B=%d T=%d C=%d W=%d ldx=%d", B, T, C, W, ld);
     CHECK_REL(nm, y, y_ref, n, 5e-3);
     float *g = h_randn_bf(n, 1.0), *dx_ref = h_randn(n, 1), *dw0 = h_randn((size_t)C * W, 1.0);
     float *dw_ref = h_copy(dw0, (size_t)C * W);
-    CPU->conv_silu_bwd(x, w, g, dx_ref, dw_ref, B, T, C, W);
-    void *g_ = d_bf(g, n), *dx_ = d_bf_nan(n);
+    CPU->conv_silu_bwd(x, C, w, g, dx_ref, dw_ref, B, T, C, W);
+    void *g_ = d_bf(g, n), *dxw_ = d_bf_nan(nw);
     float *dw_ = d_f32(dw0, (size_t)C * W);
-    CU->conv_silu_bwd(x_, w_, g_, dx_, dw_, B, T, C, W);
-    float *dx = h_of_bf(dx_, n), *dw = h_of_f32(dw_, (size_t)C * W);
+    CU->conv_silu_bwd(x_, ld, w_, g_, BF_AT(dxw_, c0), dw_, B, T, C, W);
+    float *dxw = h_of_bf(dxw_, nw), *dx = h_cols(dxw, B * T, C, ld, c0, &ok), *dw = h_of_f32(dw_, (size_t)C * W);
     CHECK_REL("conv_silu_bwd dx", dx, dx_ref, n, 1e-2);
+    T_CHECK(ok, "conv_silu_bwd (ldx=%d): nothing written outside dx's columns", ld);
     CHECK_REL("conv_silu_bwd dw (+=)", dw, dw_ref, (size_t)C * W, 1e-4);
     // again from the same dw: the same bits (fixed-order dw partials)
     float *dw2_ = d_f32(dw0, (size_t)C * W);
-    void *dx2_ = d_bf_nan(n);
-    CU->conv_silu_bwd(x_, w_, g_, dx2_, dw2_, B, T, C, W);
-    float *dx2 = h_of_bf(dx2_, n), *dw2 = h_of_f32(dw2_, (size_t)C * W);
-    T_CHECK(!memcmp(dx2, dx, n * 4) && !memcmp(dw2, dw, (size_t)C * W * 4),
+    void *dx2_ = d_bf_nan(nw);
+    CU->conv_silu_bwd(x_, ld, w_, g_, BF_AT(dx2_, c0), dw2_, B, T, C, W);
+    float *dx2 = h_of_bf(dx2_, nw), *dw2 = h_of_f32(dw2_, (size_t)C * W);
+    T_CHECK(!memcmp(dx2, dxw, nw * 4) && !memcmp(dw2, dw, (size_t)C * W * 4),
             "conv_silu_bwd C=%d W=%d: bitwise repeatable", C, W);
     CU->free(dw2_), CU->free(dx2_), free(dx2), free(dw2);
-    CU->free(x_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dx_), CU->free(dw_);
-    free(x), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dx), free(dw);
+    CU->free(xw_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dxw_), CU->free(dw_);
+    free(x), free(xw), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dxw);
+    free(dx), free(dw);
 }
 
-// ---- SwiGLU / add ----
+// ---- SwiGLU ----
 static void test_elementwise(size_t n) {
     float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *z_ref = h_randn(n, 1);
     CPU->swiglu_fwd(g, u, z_ref, n);
@@ -224,24 +259,14 @@ static void test_elementwise(size_t n) {
     float *dg = h_of_bf(dg_, n), *du = h_of_bf(du_, n);
     CHECK_REL("swiglu_bwd dgate", dg, dg_ref, n, 1e-2);
     CHECK_REL("swiglu_bwd dup", du, du_ref, n, 1e-2);
-    float *a_ref = h_randn(n, 1);
-    CPU->add(g, u, a_ref, n);
-    void *a_ = d_bf_nan(n);
-    CU->add(g_, u_, a_, n);
-    float *a = h_of_bf(a_, n);
-    CHECK_REL("add", a, a_ref, n, 5e-3);
     // pointers one element off 16-byte alignment take the element-by-element path: same values
     void *z2_ = d_bf_nan(n);
     CU->swiglu_fwd((char *)g_ + 2, (char *)u_ + 2, (char *)z2_ + 2, n - 1);
     float *z2 = h_of_bf(z2_, n);
     T_CHECK(!memcmp(z2 + 1, z + 1, (n - 1) * 4), "swiglu_fwd on unaligned pointers gives the aligned path's values");
     CU->free(z2_), free(z2);
-    CU->add(g_, u_, g_, n); // y aliases a
-    float *a2 = h_of_bf(g_, n);
-    T_CHECK(!memcmp(a, a2, n * 4), "add with y aliasing a gives the same result");
-    CU->free(g_), CU->free(u_), CU->free(z_), CU->free(dz_), CU->free(dg_), CU->free(du_), CU->free(a_);
-    free(g), free(u), free(z_ref), free(z), free(dz), free(dg_ref), free(du_ref), free(dg), free(du), free(a_ref);
-    free(a), free(a2);
+    CU->free(g_), CU->free(u_), CU->free(z_), CU->free(dz_), CU->free(dg_), CU->free(du_);
+    free(g), free(u), free(z_ref), free(z), free(dz), free(dg_ref), free(du_ref), free(dg), free(du);
 }
 
 // ---- optimizer ----
@@ -389,8 +414,11 @@ int main(int argc, char **argv) {
     }
     cu_test_start("test_cuda_ops");
     T_CHECK(!strcmp(CU->name, "cuda") && CU->act_bytes == 2 && CU->w_bytes == 2, "table: name cuda, bf16 A and W");
-    test_linear(300, 256, 192, 1);
-    test_linear(257, 96, 40, 0);
+    test_linear(300, 256, 192, 1, 256, 0);
+    test_linear(257, 96, 40, 0, 96, 0);
+    test_linear(300, 256, 192, 0, 256, 1);  // + a residual (o_proj, down_proj)
+    test_linear(257, 64, 72, 1, 1160, 0);   // x = columns of the projection buffer (g_proj.1)
+    test_linear(130, 64, 40, 0, 77, 1);     // an odd row pitch
     test_embed(3000, 256, 50);
     test_embed(700, 100, 5000);
     test_lm_head(300, 64, 1000);
@@ -403,11 +431,14 @@ int main(int argc, char **argv) {
     test_gated_rmsnorm(77, 48);
     test_gated_rmsnorm(3001, 64); // rows not a multiple of the rows per block
     test_gated_rmsnorm(60, 36);   // not a multiple of 8
-    test_conv(3, 100, 96, 4);
-    test_conv(2, 150, 300, 3);
-    test_conv(2, 70, 64, 3);  // 16-byte path with the general window
-    test_conv(2, 37, 258, 4); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
-    test_conv(1, 50, 33, 4);  // odd C: element forward and backward
+    test_conv(3, 100, 96, 4, 96);
+    test_conv(2, 150, 300, 3, 300);
+    test_conv(2, 70, 64, 3, 64);   // 16-byte path with the general window
+    test_conv(2, 37, 258, 4, 258); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
+    test_conv(1, 50, 33, 4, 33);   // odd C: element forward and backward
+    test_conv(2, 70, 256, 4, 1152); // columns of the projection buffer: 16-byte and pair paths
+    test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward
+    test_conv(2, 37, 64, 4, 97);    // odd pitch: element forward and backward
     test_elementwise(100003);
     test_elementwise(64 * 1024 + 8); // whole 16-byte groups only
     test_optimizer(1000003);

@@ -226,13 +226,16 @@ static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const void *w_
 
 // ---- linear -----------------------------------------------------------------------------
 
-static void cpu_linear_fwd(const void *x, const void *W, const void *bias_, void *y_, int N, int In, int O) {
+static void cpu_linear_fwd(const void *x, int ldx, const void *W, const void *bias_, const void *res_, void *y_,
+                           int N, int In, int O) {
     float *y = y_;
-    const float *bias = bias_;
+    const float *bias = bias_, *res = res_;
+    if (res && res != y) memcpy(y, res, (size_t)N * O * sizeof(float));
+    float beta = res ? 1.0f : 0.0f;
     if (N == 1) // a decode step: GEMV, no packing of W
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, O, In, 1.0f, W, In, x, 1, 0.0f, y, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, O, In, 1.0f, W, In, x, 1, beta, y, 1);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, 1.0f, x, In, W, In, 0.0f, y, O);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, In, 1.0f, x, ldx, W, In, beta, y, O);
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
@@ -240,13 +243,13 @@ static void cpu_linear_fwd(const void *x, const void *W, const void *bias_, void
     }
 }
 
-static void cpu_linear_bwd(const void *x, const void *W, const void *dy_, void *dx, float *dW, float *dbias, int N,
-                           int In, int O, int accumulate) {
+static void cpu_linear_bwd(const void *x, int ldx, const void *W, const void *dy_, void *dx, float *dW, float *dbias,
+                           int N, int In, int O, int accumulate) {
     const float *dy = dy_;
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, O, 1.0f, dy, O, W, In, accumulate ? 1.0f : 0.0f,
-                    dx, In);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, In, N, 1.0f, dy, O, x, In, 1.0f, dW, In);
+                    dx, ldx);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, In, N, 1.0f, dy, O, x, ldx, 1.0f, dW, In);
     if (dbias) {
 #pragma omp parallel for schedule(static)
         for (int o = 0; o < O; o++) {
@@ -259,40 +262,41 @@ static void cpu_linear_bwd(const void *x, const void *W, const void *dy_, void *
 
 // ---- short conv + SiLU -------------------------------------------------------------------
 
-static void cpu_conv_silu_fwd(const void *x_, const void *w_, void *y_, int B, int T, int C, int W) {
+static void cpu_conv_silu_fwd(const void *x_, int ldx, const void *w_, void *y_, int B, int T, int C, int W) {
     const float *x = x_, *w = w_;
     float *y = y_;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *xb = x + (size_t)b * T * C;
+            const float *xb = x + (size_t)b * T * ldx;
             float *yr = y + ((size_t)b * T + t) * C;
             for (int c = 0; c < C; c++) {
                 float acc = 0;
                 for (int j = 0; j < W; j++) {
                     int tt = t - W + 1 + j;
-                    if (tt >= 0) acc += w[c * W + j] * xb[(size_t)tt * C + c];
+                    if (tt >= 0) acc += w[c * W + j] * xb[(size_t)tt * ldx + c];
                 }
                 yr[c] = acc * sigmoidf(acc);
             }
         }
 }
 
-static void cpu_conv_silu_step(void *tail_, const void *x_, const void *w_, void *y_, int B, int T, int C, int W) {
+static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const void *w_, void *y_, int B, int T, int C,
+                               int W) {
     float *tail = tail_, *y = y_;
     const float *x = x_, *w = w_;
     int P = W - 1; // tail rows
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++) {
         float *tb = tail + (size_t)b * P * C;
-        const float *xb = x + (size_t)b * T * C;
+        const float *xb = x + (size_t)b * T * ldx;
         for (int t = 0; t < T; t++) {
             float *yr = y + ((size_t)b * T + t) * C;
             for (int c = 0; c < C; c++) {
                 float acc = 0;
                 for (int j = 0; j < W; j++) { // X[t + j]: the tail for t + j < P, else x[t + j − P]
                     int i = t + j;
-                    acc += w[c * W + j] * (i < P ? tb[(size_t)i * C + c] : xb[(size_t)(i - P) * C + c]);
+                    acc += w[c * W + j] * (i < P ? tb[(size_t)i * C + c] : xb[(size_t)(i - P) * ldx + c]);
                 }
                 yr[c] = acc * sigmoidf(acc);
             }
@@ -300,14 +304,14 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, const void *w_, void
         // new tail row i = X[T + i]; ascending i reads rows at or after the one it writes
         for (int i = 0; i < P; i++) {
             int src = T + i;
-            const float *from = src < P ? tb + (size_t)src * C : xb + (size_t)(src - P) * C;
+            const float *from = src < P ? tb + (size_t)src * C : xb + (size_t)(src - P) * ldx;
             memmove(tb + (size_t)i * C, from, sizeof(float) * C);
         }
     }
 }
 
-static void cpu_conv_silu_bwd(const void *x_, const void *w_, const void *dy_, void *dx_, float *dw, int B, int T,
-                              int C, int W) {
+static void cpu_conv_silu_bwd(const void *x_, int ldx, const void *w_, const void *dy_, void *dx_, float *dw, int B,
+                              int T, int C, int W) {
     const float *x = x_, *w = w_, *dy = dy_;
     float *dx = dx_;
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
@@ -315,22 +319,22 @@ static void cpu_conv_silu_bwd(const void *x_, const void *w_, const void *dy_, v
     for (int c = 0; c < C; c++) {
         double dwc[16] = {0};
         for (int b = 0; b < B; b++) {
-            const float *xb = x + (size_t)b * T * C, *dyb = dy + (size_t)b * T * C;
-            float *dxb = dx + (size_t)b * T * C;
-            for (int t = 0; t < T; t++) dxb[(size_t)t * C + c] = 0;
+            const float *xb = x + (size_t)b * T * ldx, *dyb = dy + (size_t)b * T * C;
+            float *dxb = dx + (size_t)b * T * ldx;
+            for (int t = 0; t < T; t++) dxb[(size_t)t * ldx + c] = 0;
             for (int t = 0; t < T; t++) {
                 float z = 0;
                 for (int j = 0; j < W; j++) {
                     int tt = t - W + 1 + j;
-                    if (tt >= 0) z += w[c * W + j] * xb[(size_t)tt * C + c];
+                    if (tt >= 0) z += w[c * W + j] * xb[(size_t)tt * ldx + c];
                 }
                 float s = sigmoidf(z);
                 float dz = dyb[(size_t)t * C + c] * s * (1.0f + z * (1.0f - s));
                 for (int j = 0; j < W; j++) {
                     int tt = t - W + 1 + j;
                     if (tt < 0) continue;
-                    dxb[(size_t)tt * C + c] += w[c * W + j] * dz;
-                    dwc[j] += (double)dz * xb[(size_t)tt * C + c];
+                    dxb[(size_t)tt * ldx + c] += w[c * W + j] * dz;
+                    dwc[j] += (double)dz * xb[(size_t)tt * ldx + c];
                 }
             }
         }
@@ -378,13 +382,6 @@ static void cpu_swiglu_bwd(const void *g_, const void *u_, const void *dz_, void
         dg[i] = gz * u[i] * s * (1.0f + g[i] * (1.0f - s));
         du[i] = gz * g[i] * s;
     }
-}
-
-static void cpu_add(const void *a_, const void *b_, void *y_, size_t n) {
-    const float *a = a_, *b = b_;
-    float *y = y_;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
 // ---- optimizer ----------------------------------------------------------------------------------
@@ -497,7 +494,6 @@ static const kda_ops cpu_ops = {
     .kda_fwd_state = cpu_kda_fwd_state,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
-    .add = cpu_add,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .adamw = cpu_adamw,

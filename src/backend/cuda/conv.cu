@@ -7,8 +7,8 @@
 
 enum { MAXW = 8, R = 64, CT = 128 };
 
-__global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
-                                     int B, int T, int C, int W) {
+__global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w,
+                                     bf16 *__restrict__ y, int B, int T, int C, int W) {
     size_t n = (size_t)B * T * C;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         int c = (int)(i % C);
@@ -17,7 +17,7 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__r
         float z = 0.0f;
         for (int j = 0; j < W; j++) {
             int tt = t - W + 1 + j;
-            if (tt >= 0) z += bf2f(w[c * W + j]) * bf2f(x[i - (size_t)(W - 1 - j) * C]);
+            if (tt >= 0) z += bf2f(w[c * W + j]) * bf2f(x[(bt - (size_t)(W - 1 - j)) * ldx + c]);
         }
         y[i] = f2bf(z * sigmoidf_(z));
     }
@@ -28,12 +28,12 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__r
 // WT: the registers' window (W for the common sizes, MAXW for the rest).
 enum { RF = 16 };
 template <int WT>
-__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
-                                  int T, int C, int W) {
+__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w,
+                                  bf16 *__restrict__ y, int T, int C, int W) {
     int c8 = blockIdx.x * blockDim.x + threadIdx.x, c0 = 8 * c8;
     if (c0 >= C) return;
     int b = blockIdx.z, t0 = blockIdx.y * RF, t1 = min(T, t0 + RF);
-    const bf16 *xb = x + (size_t)b * T * C + c0;
+    const bf16 *xb = x + (size_t)b * T * ldx + c0;
     bf16 *yb = y + (size_t)b * T * C + c0;
     float wr[WT][8], xw[WT][8]; // wr[i]: the weight of x[t−i]; xw[i] = x[t−i]
 #pragma unroll
@@ -45,13 +45,13 @@ __global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, const bf16 *__rest
         }
 #pragma unroll
     for (int i = 1; i < WT; i++) // history before t0 (shifted into place by the first step)
-        if (i < W && t0 - i >= 0) load16(xb + (size_t)(t0 - i) * C, xw[i - 1]);
+        if (i < W && t0 - i >= 0) load16(xb + (size_t)(t0 - i) * ldx, xw[i - 1]);
     for (int t = t0; t < t1; t++) {
 #pragma unroll
         for (int i = WT - 1; i > 0; i--)
 #pragma unroll
             for (int k = 0; k < 8; k++) xw[i][k] = xw[i - 1][k];
-        load16(xb + (size_t)t * C, xw[0]);
+        load16(xb + (size_t)t * ldx, xw[0]);
         float o[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -64,34 +64,36 @@ __global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, const bf16 *__rest
     }
 }
 
-void cu_conv_silu_fwd(const void *x, const void *w, void *y, int B, int T, int C, int W) {
+void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W) {
     size_t n = (size_t)B * T * C;
     if (!n) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
-    if (C % 8 == 0 && cu_aligned16(x) && cu_aligned16(y)) {
+    if (C % 8 == 0 && ldx % 8 == 0 && cu_aligned16(x) && cu_aligned16(y)) {
         int groups = C / 8, threads = groups < 128 ? groups : 128;
         dim3 grid((groups + threads - 1) / threads, (T + RF - 1) / RF, B);
         if (W == 4)
-            conv_silu_fwd_vec<4><<<grid, threads, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, T, C, W);
+            conv_silu_fwd_vec<4>
+                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y, T, C, W);
         else
-            conv_silu_fwd_vec<MAXW><<<grid, threads, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, T, C, W);
+            conv_silu_fwd_vec<MAXW>
+                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y, T, C, W);
         CU_LAUNCHED();
         return;
     }
-    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, B, T,
-                                                                 C, W);
+    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y,
+                                                                 B, T, C, W);
     CU_LAUNCHED();
 }
 
 // grid (ceil(C/CT), ceil(T/R), B); thread = channel. part[(b*nblk + blk)][c*W + j].
-__global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w,
+__global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w,
                                      const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part,
                                      int T, int C, int W) {
     int c = blockIdx.x * CT + threadIdx.x;
     if (c >= C) return;
     int b = blockIdx.z, t0 = blockIdx.y * R, t1 = min(T, t0 + R);
-    const bf16 *xb = x + (size_t)b * T * C + c, *dyb = dy + (size_t)b * T * C + c;
-    bf16 *dxb = dx + (size_t)b * T * C + c;
+    const bf16 *xb = x + (size_t)b * T * ldx + c, *dyb = dy + (size_t)b * T * C + c;
+    bf16 *dxb = dx + (size_t)b * T * ldx + c;
     float wf[MAXW], wr[MAXW], xw[MAXW], dzb[MAXW], dwr[MAXW];
 #pragma unroll
     for (int i = 0; i < MAXW; i++) {
@@ -103,13 +105,13 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__r
     }
 #pragma unroll
     for (int i = 1; i < MAXW; i++) // history before t0 (shifted into place by the first step)
-        if (i < W && t0 - i >= 0) xw[i - 1] = bf2f(xb[(size_t)(t0 - i) * C]);
+        if (i < W && t0 - i >= 0) xw[i - 1] = bf2f(xb[(size_t)(t0 - i) * ldx]);
     for (int t = t0; t < t1 + W - 1; t++) {
 #pragma unroll
         for (int i = MAXW - 1; i > 0; i--) xw[i] = xw[i - 1], dzb[i] = dzb[i - 1];
         float dz = 0.0f;
         if (t < T) {
-            xw[0] = bf2f(xb[(size_t)t * C]);
+            xw[0] = bf2f(xb[(size_t)t * ldx]);
             float z = 0.0f;
 #pragma unroll
             for (int i = 0; i < MAXW; i++) z += wr[i] * xw[i];
@@ -128,7 +130,7 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__r
             float acc = 0.0f;
 #pragma unroll
             for (int j = 0; j < MAXW; j++) acc += wf[j] * dzb[j];
-            dxb[(size_t)tau * C] = f2bf(acc);
+            dxb[(size_t)tau * ldx] = f2bf(acc);
         }
     }
     float *p = part + ((size_t)b * gridDim.y + blockIdx.y) * C * W + (size_t)c * W;
@@ -145,13 +147,13 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__r
 enum { RB = 16, CT2 = 128 };
 template <int WT>
 __global__ void __launch_bounds__(CT2)
-    conv_silu_bwd_pair(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const bf16 *__restrict__ dy,
+    conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w, const bf16 *__restrict__ dy,
                        bf16 *__restrict__ dx, float *__restrict__ part, int T, int C) {
     int c0 = 2 * (blockIdx.x * CT2 + threadIdx.x);
     if (c0 >= C) return;
     int b = blockIdx.z, t0 = blockIdx.y * RB, t1 = min(T, t0 + RB);
-    const bf16 *xb = x + (size_t)b * T * C + c0, *dyb = dy + (size_t)b * T * C + c0;
-    bf16 *dxb = dx + (size_t)b * T * C + c0;
+    const bf16 *xb = x + (size_t)b * T * ldx + c0, *dyb = dy + (size_t)b * T * C + c0;
+    bf16 *dxb = dx + (size_t)b * T * ldx + c0;
     float wf[WT][2], wr[WT][2], xw[WT][2], dzb[WT][2], dwr[WT][2];
 #pragma unroll
     for (int i = 0; i < WT; i++)
@@ -164,16 +166,16 @@ __global__ void __launch_bounds__(CT2)
 #pragma unroll
     for (int i = 1; i < WT; i++)
         if (t0 - i >= 0) {
-            float2 h = __bfloat1622float2(*(const __nv_bfloat162 *)(xb + (size_t)(t0 - i) * C));
+            float2 h = __bfloat1622float2(*(const __nv_bfloat162 *)(xb + (size_t)(t0 - i) * ldx));
             xw[i - 1][0] = h.x, xw[i - 1][1] = h.y;
         }
     __nv_bfloat162 zero2 = __floats2bfloat162_rn(0.0f, 0.0f);
-    __nv_bfloat162 xn = t0 < T ? *(const __nv_bfloat162 *)(xb + (size_t)t0 * C) : zero2;
+    __nv_bfloat162 xn = t0 < T ? *(const __nv_bfloat162 *)(xb + (size_t)t0 * ldx) : zero2;
     __nv_bfloat162 dn = t0 < T ? *(const __nv_bfloat162 *)(dyb + (size_t)t0 * C) : zero2;
     for (int t = t0; t < t1 + WT - 1; t++) {
         __nv_bfloat162 xc = xn, dc = dn;
         if (t + 1 < T && t + 1 < t1 + WT - 1) { // prefetch the next step
-            xn = *(const __nv_bfloat162 *)(xb + (size_t)(t + 1) * C);
+            xn = *(const __nv_bfloat162 *)(xb + (size_t)(t + 1) * ldx);
             dn = *(const __nv_bfloat162 *)(dyb + (size_t)(t + 1) * C);
         }
 #pragma unroll
@@ -210,7 +212,7 @@ __global__ void __launch_bounds__(CT2)
 #pragma unroll
                 for (int j = 0; j < WT; j++) acc[k] += wf[j][k] * dzb[j][k];
             }
-            *(__nv_bfloat162 *)(dxb + (size_t)tau * C) = __floats2bfloat162_rn(acc[0], acc[1]);
+            *(__nv_bfloat162 *)(dxb + (size_t)tau * ldx) = __floats2bfloat162_rn(acc[0], acc[1]);
         }
     }
     float *p = part + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
@@ -233,14 +235,15 @@ size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W) {
     return conv_bwd_part_bytes(B, conv_bwd_time_blocks(T, paired), C, W);
 }
 
-void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C, int W) {
+void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
+                      int W) {
     if ((size_t)B * T * C == 0) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
-    if (conv_bwd_paired(C, W) && !((uintptr_t)x & 3) && !((uintptr_t)dy & 3) && !((uintptr_t)dx & 3)) {
+    if (conv_bwd_paired(C, W) && ldx % 2 == 0 && !((uintptr_t)x & 3) && !((uintptr_t)dy & 3) && !((uintptr_t)dx & 3)) {
         int nblk = conv_bwd_time_blocks(T, true), pairs = C / 2;
         float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
         conv_silu_bwd_pair<4><<<dim3((pairs + CT2 - 1) / CT2, nblk, B), CT2, 0, cu_stream>>>(
-            (const bf16 *)x, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C);
+            (const bf16 *)x, ldx, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C);
         CU_LAUNCHED();
         cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
         return;
@@ -248,7 +251,7 @@ void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, fl
     int nblk = conv_bwd_time_blocks(T, false);
     float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
     conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
-        (const bf16 *)x, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
+        (const bf16 *)x, ldx, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
     CU_LAUNCHED();
     cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
 }

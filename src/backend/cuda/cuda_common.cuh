@@ -144,6 +144,9 @@ template <typename R, typename... A, R (*f)(A...), int PHASE> struct cu_profiled
 // A and B bf16; C bf16 or fp32 (c_f32); bias (bf16, length m) added when not NULL.
 void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C,
              int ldc, int c_f32, float alpha, float beta, const void *bias);
+// The same with the C read from Cin and written to C (D = alpha·op(A)·op(B) + beta·Cin).
+void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, const void *Cin,
+                void *C, int ldc, int c_f32, float alpha, float beta, const void *bias);
 void cu_gemm_init(void);
 // For every GEMM problem used so far: the heuristic's choice against the fastest of its other
 // candidates, timed on scratch operands, as a table per step (calls / steps) on out; adopt
@@ -151,9 +154,10 @@ void cu_gemm_init(void);
 void cu_gemm_survey(FILE *out, int steps, int adopt);
 
 // ---- the ops (one file per family) ----
-void cu_linear_fwd(const void *x, const void *W, const void *bias, void *y, int N, int In, int O);
-void cu_linear_bwd(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
-                   int O, int accumulate);
+void cu_linear_fwd(const void *x, int ldx, const void *W, const void *bias, const void *res, void *y, int N, int In,
+                   int O);
+void cu_linear_bwd(const void *x, int ldx, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N,
+                   int In, int O, int accumulate);
 void cu_embed_fwd(const int32_t *ids, const void *E, void *out, int N, int d, int NV);
 void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d);
 double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
@@ -166,8 +170,9 @@ void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, 
                           float eps);
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, int rows, int V);
-void cu_conv_silu_fwd(const void *x, const void *w, void *y, int B, int T, int C, int W);
-void cu_conv_silu_bwd(const void *x, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C, int W);
+void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
+void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
+                      int W);
 size_t cu_kda_saved_bytes(const kda_core_dims *d);
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, void *o, void *saved);
@@ -175,14 +180,13 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
                 const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
                 void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
 // generation (decode.cu; the chunked one in kda_fwd.cu)
-void cu_conv_silu_step(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W);
+void cu_conv_silu_step(void *tail, const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
 void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                       const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
                               const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
 void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
 void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
-void cu_add(const void *a, const void *b, void *y, size_t n);
 double cu_sumsq(const float *g, size_t n);
 void cu_scale(float *g, float s, size_t n);
 void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,

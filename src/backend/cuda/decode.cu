@@ -13,8 +13,8 @@
 
 enum { CONV_MAXW = 8 };
 
-__global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__restrict__ x, const bf16 *__restrict__ w,
-                                      bf16 *__restrict__ y, int B, int T, int C, int W) {
+__global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__restrict__ x, int ldx,
+                                      const bf16 *__restrict__ w, bf16 *__restrict__ y, int B, int T, int C, int W) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * C) return;
     int c = (int)(i % C), b = (int)(i / C), P = W - 1;
@@ -25,7 +25,7 @@ __global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__res
         win[j] = j < P ? bf2f(tail[((size_t)b * P + j) * C + c]) : 0.0f;
     }
     for (int t = 0; t < T; t++) {
-        float xv = bf2f(x[((size_t)b * T + t) * C + c]);
+        float xv = bf2f(x[((size_t)b * T + t) * ldx + c]);
 #pragma unroll
         for (int j = 0; j < CONV_MAXW; j++)
             if (j == P) win[j] = xv;
@@ -42,12 +42,12 @@ __global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__res
         if (j < P) tail[((size_t)b * P + j) * C + c] = f2bf(win[j]);
 }
 
-void cu_conv_silu_step(void *tail, const void *x, const void *w, void *y, int B, int T, int C, int W) {
+void cu_conv_silu_step(void *tail, const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W) {
     size_t n = (size_t)B * C;
     if (!n || T <= 0) return;
     KDA_CHECK(W >= 1 && W <= CONV_MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, CONV_MAXW);
-    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, (const bf16 *)w,
-                                                                   (bf16 *)y, B, T, C, W);
+    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx,
+                                                                   (const bf16 *)w, (bf16 *)y, B, T, C, W);
     CU_LAUNCHED();
 }
 

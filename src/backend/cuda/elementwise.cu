@@ -1,4 +1,5 @@
-// elementwise.cu — SwiGLU (kda-model.md §2.6) and the residual add: fp32 math, one rounding.
+// elementwise.cu — SwiGLU (kda-model.md §2.6): fp32 math, one rounding. (The residual adds are
+// in the GEMMs that produce them: linear_fwd's res.)
 // Memory-bound: each thread moves 8 elements with 16-byte loads and stores when every pointer is
 // 16-byte aligned (the planned buffers are), the n % 8 tail and unaligned calls element by element.
 #include "backend/cuda/cuda_common.cuh"
@@ -53,22 +54,6 @@ __global__ void swiglu_bwd_kernel(const bf16 *__restrict__ g, const bf16 *__rest
     }
 }
 
-// y may alias a or b: each element is read before it is written by the same thread
-__global__ void add_kernel(const bf16 *a, const bf16 *b, bf16 *y, size_t n, size_t n8) {
-    GRID_STRIDE(i, n8) {
-        float av[8], bv[8];
-        load16(a + 8 * i, av);
-        load16(b + 8 * i, bv);
-#pragma unroll
-        for (int t = 0; t < 8; t++) av[t] += bv[t];
-        store16(y + 8 * i, av);
-    }
-    GRID_STRIDE(j, n - 8 * n8) {
-        size_t i = 8 * n8 + j;
-        y[i] = f2bf(bf2f(a[i]) + bf2f(b[i]));
-    }
-}
-
 static size_t groups8(size_t n, bool aligned) { return aligned ? n / 8 : 0; }
 
 // enough blocks to fill the GPU a few times over, each thread a few 16-byte groups
@@ -87,12 +72,5 @@ void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate
                                cu_aligned16(dup));
     swiglu_bwd_kernel<<<ew_blocks(n8, n), 256, 0, cu_stream>>>((const bf16 *)gate, (const bf16 *)up, (const bf16 *)dz,
                                                               (bf16 *)dgate, (bf16 *)dup, n, n8);
-    CU_LAUNCHED();
-}
-
-void cu_add(const void *a, const void *b, void *y, size_t n) {
-    if (!n) return;
-    size_t n8 = groups8(n, cu_aligned16(a) && cu_aligned16(b) && cu_aligned16(y));
-    add_kernel<<<ew_blocks(n8, n), 256, 0, cu_stream>>>((const bf16 *)a, (const bf16 *)b, (bf16 *)y, n, n8);
     CU_LAUNCHED();
 }

@@ -120,9 +120,14 @@ static plan *plan_get(const plan_key *key) {
 
 void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C, int ldc,
              int c_f32, float alpha, float beta, const void *bias) {
+    cu_gemm_cd(ta, tb, m, n, k, A, lda, B, ldb, C, C, ldc, c_f32, alpha, beta, bias);
+}
+
+void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, const void *Cin,
+                void *C, int ldc, int c_f32, float alpha, float beta, const void *bias) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) { // empty sum: C = beta·C
-        KDA_CHECK(beta == 0.0f || beta == 1.0f, "empty GEMM with beta %g", beta);
+        KDA_CHECK((beta == 0.0f || beta == 1.0f) && Cin == C, "empty GEMM with beta %g", beta);
         if (beta == 0.0f)
             for (int j = 0; j < n; j++)
                 CU_CHECK(cudaMemsetAsync((char *)C + (size_t)j * ldc * (c_f32 ? 4 : 2), 0, (size_t)m * (c_f32 ? 4 : 2),
@@ -133,14 +138,15 @@ void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const 
     memset(&key, 0, sizeof key);
     key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
     key.c_f32 = c_f32, key.bias = bias != NULL;
-    key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_c = ptr_align(C);
+    unsigned ac = ptr_align(C), aci = ptr_align(Cin);
+    key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_c = ac < aci ? ac : aci;
     plan *p = plan_get(&key);
     p->calls++, p->beta = beta;
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     int span = cu_prof_push(KDA_PHASE_GEMM);
     cu_prof_gemm_flops(2.0 * m * n * k);
-    CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
+    CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, Cin, p->lc, C, p->lc, &p->algo,
                                 workspace, WORKSPACE_BYTES, cu_stream));
     cu_prof_pop(span);
 }
@@ -245,9 +251,10 @@ void cu_gemm_survey(FILE *out, int steps, int adopt) {
 
 // ---- linear ----
 
-void cu_linear_fwd(const void *x, const void *W, const void *bias, void *y, int N, int In, int O) {
-    // yᵀ[O,N] = op_T(W[In,O] col-major)·xᵀ[In,N]
-    cu_gemm(1, 0, O, N, In, W, In, x, In, y, O, 0, 1.0f, 0.0f, bias);
+void cu_linear_fwd(const void *x, int ldx, const void *W, const void *bias, const void *res, void *y, int N, int In,
+                   int O) {
+    // yᵀ[O,N] = op_T(W[In,O] col-major)·xᵀ[In,N] (+ resᵀ: cuBLASLt reads C = res, writes D = y)
+    cu_gemm_cd(1, 0, O, N, In, W, In, x, ldx, res ? res : y, y, O, 0, 1.0f, res ? 1.0f : 0.0f, bias);
 }
 
 // dbias[o] += Σ_n dy[n,o]: block (32 columns × 8 row lanes) sums a fixed row range.
@@ -281,12 +288,12 @@ size_t cu_linear_bwd_scratch_bytes(int N, int O) {
     return N > 0 ? (size_t)bias_grad_groups(N, &rows) * O * sizeof(float) : 0;
 }
 
-void cu_linear_bwd(const void *x, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N, int In,
-                   int O, int accumulate) {
+void cu_linear_bwd(const void *x, int ldx, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N,
+                   int In, int O, int accumulate) {
     // dxᵀ[In,N] = W[In,O] (col-major view of W) · dyᵀ[O,N]
-    if (dx) cu_gemm(0, 0, In, N, O, W, In, dy, O, dx, In, 0, 1.0f, accumulate ? 1.0f : 0.0f, NULL);
+    if (dx) cu_gemm(0, 0, In, N, O, W, In, dy, O, dx, ldx, 0, 1.0f, accumulate ? 1.0f : 0.0f, NULL);
     // dWᵀ[In,O] += xᵀ[In,N] · op_T(dyᵀ[O,N])
-    cu_gemm(0, 1, In, O, N, x, In, dy, O, dW, In, 1, 1.0f, 1.0f, NULL);
+    cu_gemm(0, 1, In, O, N, x, ldx, dy, O, dW, In, 1, 1.0f, 1.0f, NULL);
     if (dbias && N > 0) {
         int rows, G = bias_grad_groups(N, &rows);
         float *part = (float *)cu_scratch(cu_linear_bwd_scratch_bytes(N, O));
