@@ -648,19 +648,6 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
     return loss_sum / (double)valid;
 }
 
-void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits) {
-    const kda_ops *o = m->ops;
-    const kda_config *c = &m->cfg;
-    int d = c->hidden_size, NV = c->vocab_size;
-    forward_body(m, ids, B, T);
-    float *dev = o->alloc((size_t)NV * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        o->lm_head_logits(AOFF(m->x_final, ((size_t)b * T + T - 1) * d), WP(m->embed), dev, 1, d, NV);
-        o->to_host(logits + (size_t)b * NV, dev, (size_t)NV * sizeof(float));
-    }
-    o->free(dev);
-}
-
 void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits) {
     const kda_ops *o = m->ops;
     int d = m->cfg.hidden_size, NV = m->cfg.vocab_size, N = B * T;
