@@ -112,8 +112,7 @@ int main(void) {
     float *wc = host_of(mc, mc->master), *wg = host_of(mg, mg->master);
     // the memory plan's CUDA scratch (src/model/mem_plan.h): after the first step the arena holds
     // the largest request plus at most its 1/8 headroom, and the plan is the largest request
-    // planned plus 1/8 (the KDA backward's workspace is not planned yet: at this shape it is
-    // smaller than the cross-entropy's, so the bounds hold)
+    // planned (the KDA backward's workspace among them) plus 1/8
     kda_mem_plan mp;
     kda_mem_plan_compute(&mp, &c, CU, B, T);
     size_t held = CU->scratch_held();
