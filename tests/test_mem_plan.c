@@ -3,7 +3,9 @@
 //     kda_model_alloc_optim ask the backend for, counted by wrapping the CPU table's alloc/free,
 //     for several shapes and every recomputation setting; a training step allocates nothing more
 //     through the table; freeing gives every byte back (buffers shared by recomputation once);
-//  2. the CPU backend's grow-only scratch after a step is the plan's scratch_held;
+//  2. the CPU backend's grow-only scratch after a step is the plan's scratch_held, and the most
+//     workspace the KDA core (forward and backward: per-thread slices, the backward's partial
+//     sums; allocated by the core, not through the table) held at once is its scratch_transient;
 //  3. fits / check against given amounts of memory;
 //  4. with CUDA built (no GPU needed: the table's sizes): the plans of the 300M and 1B configs
 //     reproduce what the device runs logged as planned, and land just under the peaks measured on
@@ -99,6 +101,7 @@ static void one(const char *what, const char *const *sets, int B, int T, int bf1
         int32_t *ids = kda_malloc(N * sizeof(int32_t)), *tgt = kda_malloc(N * sizeof(int32_t));
         for (size_t i = 0; i < N; i++) ids[i] = (int32_t)(i * 7 % (size_t)c.vocab_size), tgt[i] = (int32_t)(i % 5);
         kda_model_init(m, 1);
+        kda_core_workspace_peak(); // counts from here
         double loss = kda_model_step(m, ids, tgt, B, T, 1, 1.0f, NULL);
         T_CHECK(n_allocs == a0 && live_bytes - before == plan.total + plan.optim,
                 "%-34s a training step (loss %.3f) allocates nothing through the table", what, loss);
@@ -108,6 +111,9 @@ static void one(const char *what, const char *const *sets, int B, int T, int bf1
         T_CHECK(cpu->scratch_held() == held_max && mp.scratch_transient > 0,
                 "%-34s backend scratch held after the step %zu bytes = plan %zu (transient %zu)", what,
                 cpu->scratch_held(), held_max, mp.scratch_transient);
+        size_t ws = kda_core_workspace_peak(); // the step's
+        T_CHECK(ws == mp.scratch_transient, "%-34s the KDA core's workspace held at most %zu bytes at once = plan %zu",
+                what, ws, mp.scratch_transient);
         T_CHECK(!memcmp(&mp.model, &plan, sizeof plan) &&
                     mp.backend == plan.total + plan.optim + mp.scratch_held + mp.scratch_transient &&
                     kda_mem_plan_backend_need(&mp) == mp.backend + plan.n_alloc * sizeof(float),

@@ -69,22 +69,39 @@ static void parse_args(int argc, char **argv, int decode, opts *o) {
     }
 }
 
-// One line of stdin as a JSON object (invalid UTF-8 repaired first); NULL at end of input.
-static json_t *read_object(char **line, size_t *cap, kda_tok_bytes *clean, size_t line_no, const char *cmd) {
-    ssize_t r = getline(line, cap, stdin);
+// A command's JSON lines: objects from stdin, one per line; lines to stdout.
+typedef struct {
+    const char *cmd; // "kda encode", for messages
+    char *line;      // the line read last (getline's buffer)
+    size_t cap, line_no;
+    kda_tok_bytes clean, out; // the line with its UTF-8 repaired; the output line being built
+} json_lines;
+
+// The next line of stdin as a JSON object (invalid UTF-8 repaired first); NULL at end of input.
+static json_t *read_object(json_lines *io) {
+    ssize_t r = getline(&io->line, &io->cap, stdin);
     if (r < 0) return NULL;
+    io->line_no++;
     size_t n = (size_t)r;
-    while (n && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r')) n--;
-    clean->n = 0;
-    kda_utf8_sanitize(*line, n, clean);
+    while (n && (io->line[n - 1] == '\n' || io->line[n - 1] == '\r')) n--;
+    io->clean.n = 0;
+    kda_utf8_sanitize(io->line, n, &io->clean);
     json_error_t e;
-    json_t *obj = json_loadb(clean->v ? clean->v : "", clean->n, JSON_ALLOW_NUL, &e);
-    if (!obj) kda_die("%s: stdin line %zu: invalid JSON (column %d): %s", cmd, line_no, e.column, e.text);
+    json_t *obj = json_loadb(io->clean.v ? io->clean.v : "", io->clean.n, JSON_ALLOW_NUL, &e);
+    if (!obj) kda_die("%s: stdin line %zu: invalid JSON (column %d): %s", io->cmd, io->line_no, e.column, e.text);
     if (!json_is_object(obj)) {
         json_decref(obj);
-        kda_die("%s: stdin line %zu: expected a JSON object", cmd, line_no);
+        kda_die("%s: stdin line %zu: expected a JSON object", io->cmd, io->line_no);
     }
     return obj;
+}
+
+// Ends the output (stdout flushed: a failed write dies) and frees the buffers.
+static void json_lines_close(json_lines *io) {
+    if (fflush(stdout)) kda_die("writing to stdout failed");
+    free(io->line);
+    kda_tok_bytes_free(&io->clean);
+    kda_tok_bytes_free(&io->out);
 }
 
 static void put_int(kda_tok_bytes *b, long v) {
@@ -131,30 +148,26 @@ int cmd_encode(int argc, char **argv) {
     kda_tokenizer *tok = kda_tok_load_path(o.tokenizer);
     kda_tok_ctx *ctx = kda_tok_ctx_new(tok);
     unsigned flags = (o.bos ? KDA_TOK_ADD_SPECIAL : 0) | (o.no_special ? KDA_TOK_SPECIAL_AS_TEXT : 0);
-    char *line = NULL;
-    size_t cap = 0, line_no = 0;
-    kda_tok_bytes clean = {0}, out = {0};
+    json_lines io = {.cmd = "kda encode"};
+    kda_tok_bytes *out = &io.out;
     kda_tok_ids ids = {0};
     json_t *obj;
-    while ((obj = read_object(&line, &cap, &clean, ++line_no, "kda encode"))) {
+    while ((obj = read_object(&io))) {
         const json_t *text = json_object_get(obj, "text");
         if (!json_is_string(text))
-            kda_die("kda encode: stdin line %zu: expected {\"text\": \"...\"} (no string field \"text\")", line_no);
+            kda_die("kda encode: stdin line %zu: expected {\"text\": \"...\"} (no string field \"text\")", io.line_no);
         ids.n = 0;
         kda_tok_encode(ctx, json_string_value(text), json_string_length(text), flags, &ids);
-        kda_tok_bytes_append(&out, "{\"ids\": [", 9);
+        kda_tok_bytes_append(out, "{\"ids\": [", 9);
         for (size_t i = 0; i < ids.n; i++) {
-            if (i) kda_tok_bytes_append(&out, ", ", 2);
-            put_int(&out, ids.v[i]);
+            if (i) kda_tok_bytes_append(out, ", ", 2);
+            put_int(out, ids.v[i]);
         }
-        kda_tok_bytes_append(&out, "]}", 2);
-        flush_line(&out);
+        kda_tok_bytes_append(out, "]}", 2);
+        flush_line(out);
         json_decref(obj);
     }
-    if (fflush(stdout)) kda_die("writing to stdout failed");
-    free(line);
-    kda_tok_bytes_free(&clean);
-    kda_tok_bytes_free(&out);
+    json_lines_close(&io);
     kda_tok_ids_free(&ids);
     kda_tok_ctx_free(ctx);
     kda_tok_free(tok);
@@ -165,13 +178,13 @@ int cmd_decode(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, 1, &o);
     kda_tokenizer *tok = kda_tok_load_path(o.tokenizer);
-    char *line = NULL;
-    size_t cap = 0, line_no = 0;
-    kda_tok_bytes clean = {0}, out = {0}, text = {0};
+    json_lines io = {.cmd = "kda decode"};
+    kda_tok_bytes *out = &io.out, text = {0};
     kda_tok_ids ids = {0};
     json_t *obj;
     int32_t V = kda_tok_vocab_size(tok);
-    while ((obj = read_object(&line, &cap, &clean, ++line_no, "kda decode"))) {
+    while ((obj = read_object(&io))) {
+        size_t line_no = io.line_no;
         const json_t *arr = json_object_get(obj, "ids");
         if (!json_is_array(arr))
             kda_die("kda decode: stdin line %zu: expected {\"ids\": [...]} (no array field \"ids\")", line_no);
@@ -188,16 +201,13 @@ int cmd_decode(int argc, char **argv) {
         }
         text.n = 0;
         kda_tok_decode_text(tok, ids.v, ids.n, o.skip_special, &text);
-        kda_tok_bytes_append(&out, "{\"text\": ", 9);
-        put_json_string(&out, text.v ? text.v : "", text.n);
-        kda_tok_bytes_append(&out, "}", 1);
-        flush_line(&out);
+        kda_tok_bytes_append(out, "{\"text\": ", 9);
+        put_json_string(out, text.v ? text.v : "", text.n);
+        kda_tok_bytes_append(out, "}", 1);
+        flush_line(out);
         json_decref(obj);
     }
-    if (fflush(stdout)) kda_die("writing to stdout failed");
-    free(line);
-    kda_tok_bytes_free(&clean);
-    kda_tok_bytes_free(&out);
+    json_lines_close(&io);
     kda_tok_bytes_free(&text);
     kda_tok_ids_free(&ids);
     kda_tok_free(tok);

@@ -10,13 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "base/run_guard.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "infer/eval.h"
+#include "infer/loader.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 #include "train/validate.h"
@@ -190,26 +190,25 @@ static void set_data_path(kda_config *cfg, const char *path) {
     cfg->n_valid_data_path = 0;
 }
 
-// The checkpoint's config.yaml, then --set / --device, then the val_loss options. The data
-// paths are read over empty ones, so that a config naming none is told from the defaults' demo
-// path; want_val without data then is a usage error.
-static void load_config(const eval_opts *o, int want_val, kda_config *cfg, char **dir) {
-    kda_config_defaults(cfg);
-    kda_config def = *cfg;
-    cfg->n_train_data_path = cfg->n_valid_data_path = 0;
-    *dir = kda_ckpt_load_config(o->ckpt, cfg, "kda eval");
-    for (int i = 0; i < o->n_sets; i++) kda_config_set(cfg, o->sets[i]);
-    if (o->device) {
-        char kv[64];
-        snprintf(kv, sizeof kv, "device=%s", o->device);
-        kda_config_set(cfg, kv);
-    }
+// The val_loss options over the checkpoint's config (loader.h's adjust: after --set and
+// --device). The data paths were read over empty ones, so that a config naming none is told from
+// the defaults' demo path; want_val without data then is a usage error.
+typedef struct {
+    const eval_opts *o;
+    int want_val;
+} val_settings;
+
+static void set_val_options(kda_config *cfg, void *arg) {
+    const val_settings *v = arg;
+    const eval_opts *o = v->o;
     if (o->data_path) set_data_path(cfg, o->data_path);
-    if (want_val && !cfg->n_train_data_path && !cfg->n_valid_data_path)
+    if (v->want_val && !cfg->n_train_data_path && !cfg->n_valid_data_path)
         kda_cli_usage_error("eval",
                             "val_loss: the checkpoint's config names no data (no train_data_path or "
                             "valid_data_path); give --data-path PREFIX");
     if (!cfg->n_train_data_path) { // unused (no val_loss), but finalize wants one
+        kda_config def;
+        kda_config_defaults(&def);
         memcpy(cfg->train_data_path, def.train_data_path, sizeof def.train_data_path);
         cfg->n_train_data_path = def.n_train_data_path;
     }
@@ -222,134 +221,172 @@ static void load_config(const eval_opts *o, int want_val, kda_config *cfg, char 
     if (o->seq_length) cfg->seq_length = o->seq_length;
     if (o->tokenizer && !strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer")) // text data is tokenized with it too
         snprintf(cfg->tokenizer_model, sizeof cfg->tokenizer_model, "%s", o->tokenizer);
-    kda_config_finalize(cfg);
-    if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
+}
+
+// ---- one evaluation ------------------------------------------------------------------------------
+
+typedef struct {
+    eval_opts o;
+    char *task_list; // --tasks without val_loss
+    int want_val;    // val_loss was named
+    kda_loaded ld;   // config, tokenizer, checkpoint, model
+    kda_eval_codec *codec;
+    kda_eval_task *tasks;
+    int n_tasks;
+    kda_eval_plan *plan; // NULL without multiple-choice tasks
+    int max_length;
+    kda_validator *validator; // NULL without val_loss
+    kda_eval_loss val;
+} eval_run;
+
+// The options that belong to one kind of task only, against what --tasks names.
+static void check_task_options(const eval_run *r) {
+    const eval_opts *o = &r->o;
+    const char *val_opt = o->data_path ? "--data-path"
+        : o->split                     ? "--split"
+        : o->eval_iters                ? "--eval-iters"
+        : o->seq_length                ? "--seq-length"
+                                       : NULL;
+    if (!r->want_val && val_opt)
+        kda_cli_usage_error("eval", "%s is for --tasks val_loss; add val_loss to --tasks", val_opt);
+    if (r->task_list[0] && !o->data_dir)
+        kda_cli_usage_error("eval", "--tasks %s needs --data-dir (a folder with the task files; docs/eval.md)",
+                            r->task_list);
+    if (!r->task_list[0] && !r->want_val) kda_cli_usage_error("eval", "--tasks names no task");
+    const char *task_opt = o->limit ? "--limit" : o->num_fewshot ? "--num-fewshot" : o->data_dir ? "--data-dir" : NULL;
+    if (!r->task_list[0] && task_opt)
+        kda_cli_usage_error("eval", "%s is for the multiple-choice tasks; val_loss scores --eval-iters global batches",
+                            task_opt);
+}
+
+// The multiple-choice tasks -> the token plan (its longest input sizes the model's activations).
+static void plan_tasks(eval_run *r) {
+    const eval_opts *o = &r->o;
+    kda_eval_load_opts lo = {.data_dir = o->data_dir, .limit = o->limit, .num_fewshot = o->num_fewshot};
+    r->n_tasks = kda_eval_load_tasks(r->task_list, &lo, &r->tasks);
+    int mmlu = 0;
+    for (int i = 0; i < r->n_tasks; i++) mmlu |= !strncmp(r->tasks[i].name, "mmlu_", 5);
+    if (o->num_fewshot > 0 && !mmlu)
+        kda_cli_usage_error("eval",
+                            "--num-fewshot applies to MMLU only (the other tasks' examples would come from "
+                            "training splits not read here); drop it or add mmlu");
+    if (o->num_fewshot > 0 && mmlu && r->n_tasks > 1)
+        for (int i = 0; i < r->n_tasks; i++)
+            if (strncmp(r->tasks[i].name, "mmlu_", 5)) {
+                fprintf(stderr, "kda eval: note: --num-fewshot %d applies to MMLU; the other tasks stay 0-shot\n",
+                        o->num_fewshot);
+                break;
+            }
+    r->plan = kda_eval_plan_new(r->tasks, r->n_tasks, r->codec, r->max_length);
+}
+
+// The model, holding the longest task input and training's micro-batch of seq_length tokens.
+static kda_model *load_model(eval_run *r) {
+    const kda_config *cfg = &r->ld.cfg;
+    int B = r->plan ? r->o.batch_size : 1, T = r->plan ? kda_eval_plan_max_len(r->plan) : 1;
+    if (r->want_val && cfg->micro_batch_size > B) B = cfg->micro_batch_size;
+    if (r->want_val && cfg->seq_length > T) T = cfg->seq_length;
+    kda_model *m = kda_loaded_model(&r->ld, B, T);
+    fprintf(
+        stderr, "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
+        r->ld.dir, kda_model_num_params(m), m->ops->name, omp_get_max_threads(), B, T, m->act_bytes_total / 1048576.0);
+    return m;
+}
+
+static void run_tasks(eval_run *r, kda_model *m, FILE *progress) {
+    kda_eval_plan *plan = r->plan;
+    // the head runs over the continuation positions only (kda_model_logits_rows)
+    kda_eval_lm lm = {
+        .self = m, .vocab = r->ld.cfg.vocab_size, .logits = model_logits, .logits_rows = model_logits_rows};
+    long docs = 0;
+    for (int i = 0; i < r->n_tasks; i++) docs += r->tasks[i].n_items;
+    fprintf(stderr, "kda eval: %d task%s, %ld documents, %ld requests, %ld distinct inputs (longest %d tokens)\n",
+            r->n_tasks, r->n_tasks == 1 ? "" : "s", docs, kda_eval_plan_requests(plan), kda_eval_plan_inputs(plan),
+            kda_eval_plan_max_len(plan));
+    if (kda_eval_plan_truncated(plan))
+        fprintf(stderr,
+                "kda eval: note: %ld requests are longer than max_length %d + 1 tokens and lose tokens on "
+                "the left\n",
+                kda_eval_plan_truncated(plan), r->max_length);
+    kda_eval_plan_run(plan, &lm, r->o.batch_size, LOGITS_BYTES / sizeof(float), progress);
+}
+
+static void run_val_loss(eval_run *r, kda_model *m, FILE *progress) {
+    const kda_config *cfg = &r->ld.cfg;
+    long it = r->ld.st.iteration;
+    const int own = cfg->n_valid_data_path > 0;
+    fprintf(stderr,
+            "kda eval: val_loss: %d global batches of %d samples x %d tokens from the valid split of %s%s%s "
+            "(%s), evaluation %ld as training ran it after iteration %ld\n",
+            cfg->eval_iters, cfg->global_batch_size, cfg->seq_length,
+            own ? cfg->valid_data_path[0] : cfg->train_data_path[0], own ? "" : ", split ", own ? "" : cfg->split,
+            cfg->data_format, kda_validate_index(cfg, it), it);
+    kda_eval_val_loss(r->validator, cfg, m, it, &r->val, progress);
+}
+
+// The results table on stdout, then --output and --log-samples.
+static void report(eval_run *r, double seconds) {
+    kda_eval_run_info info = {.model = r->ld.dir,
+                              .device = r->ld.m->ops->name,
+                              .batch_size = r->o.batch_size,
+                              .max_length = r->plan ? r->max_length : 0,
+                              .limit = r->o.limit,
+                              .seconds = seconds,
+                              .val_loss = r->want_val ? &r->val : NULL};
+    kda_eval_print_table(stdout, r->tasks, r->n_tasks, &info);
+    fflush(stdout);
+    if (r->o.output) {
+        kda_eval_write_json(r->o.output, r->tasks, r->n_tasks, &info);
+        fprintf(stderr, "kda eval: results written to %s\n", r->o.output);
+    }
+    if (r->o.samples) {
+        kda_eval_write_samples(r->o.samples, r->tasks, r->n_tasks);
+        fprintf(stderr, "kda eval: samples written to %s\n", r->o.samples);
+    }
 }
 
 int cmd_eval(int argc, char **argv) {
-    eval_opts o;
-    parse_args(argc, argv, &o);
-    if (o.output) kda_guard_file("--output", o.output); // checked now, not after the evaluation (run_guard.h)
-    if (o.samples) kda_guard_file("--log-samples", o.samples);
+    eval_run r = {0};
+    eval_opts *o = &r.o;
+    parse_args(argc, argv, o);
+    if (o->output) kda_guard_file("--output", o->output); // checked now, not after the evaluation (run_guard.h)
+    if (o->samples) kda_guard_file("--log-samples", o->samples);
     double t_start = kda_now();
-    int want_val;
-    char *task_list = split_val_loss(o.tasks, &want_val);
-    const char *val_opt = o.data_path ? "--data-path"
-        : o.split                     ? "--split"
-        : o.eval_iters                ? "--eval-iters"
-        : o.seq_length                ? "--seq-length"
-                                      : NULL;
-    if (!want_val && val_opt)
-        kda_cli_usage_error("eval", "%s is for --tasks val_loss; add val_loss to --tasks", val_opt);
-    if (task_list[0] && !o.data_dir)
-        kda_cli_usage_error("eval", "--tasks %s needs --data-dir (a folder with the task files; docs/eval.md)",
-                            task_list);
-    if (!task_list[0] && !want_val) kda_cli_usage_error("eval", "--tasks names no task");
-    const char *task_opt = o.limit ? "--limit" : o.num_fewshot ? "--num-fewshot" : o.data_dir ? "--data-dir" : NULL;
-    if (!task_list[0] && task_opt)
-        kda_cli_usage_error("eval", "%s is for the multiple-choice tasks; val_loss scores --eval-iters global batches",
-                            task_opt);
+    r.task_list = split_val_loss(o->tasks, &r.want_val);
+    check_task_options(&r);
 
-    kda_config cfg;
-    char *dir;
-    load_config(&o, want_val, &cfg, &dir);
-    kda_tokenizer *tok = kda_tok_load_for_config(&cfg, o.tokenizer, "kda eval");
-    kda_eval_codec *codec = kda_eval_codec_new(tok, cfg.bos_token_id, cfg.eos_token_id);
-
-    // tasks -> token plan (its longest input sizes the model's activations)
-    kda_eval_task *tasks = NULL;
-    int n_tasks = 0;
-    kda_eval_plan *plan = NULL;
-    int max_length = o.max_length ? o.max_length : cfg.max_position_embeddings;
-    if (task_list[0]) {
-        kda_eval_load_opts lo = {.data_dir = o.data_dir, .limit = o.limit, .num_fewshot = o.num_fewshot};
-        n_tasks = kda_eval_load_tasks(task_list, &lo, &tasks);
-        int mmlu = 0;
-        for (int i = 0; i < n_tasks; i++) mmlu |= !strncmp(tasks[i].name, "mmlu_", 5);
-        if (o.num_fewshot > 0 && !mmlu)
-            kda_cli_usage_error("eval",
-                                "--num-fewshot applies to MMLU only (the other tasks' examples would come from "
-                                "training splits not read here); drop it or add mmlu");
-        if (o.num_fewshot > 0 && mmlu && n_tasks > 1)
-            for (int i = 0; i < n_tasks; i++)
-                if (strncmp(tasks[i].name, "mmlu_", 5)) {
-                    fprintf(stderr, "kda eval: note: --num-fewshot %d applies to MMLU; the other tasks stay 0-shot\n",
-                            o.num_fewshot);
-                    break;
-                }
-        plan = kda_eval_plan_new(tasks, n_tasks, codec, max_length);
-    }
-    kda_validator *validator = NULL; // opened now: the data settings are checked before the model is built
-    if (want_val) {
+    val_settings vs = {o, r.want_val};
+    kda_load_spec spec = {.who = "kda eval",
+                          .ckpt = o->ckpt,
+                          .sets = o->sets,
+                          .n_sets = o->n_sets,
+                          .device = o->device,
+                          .tokenizer = o->tokenizer,
+                          .empty_data_paths = 1,
+                          .adjust = set_val_options,
+                          .adjust_arg = &vs};
+    kda_loaded_open(&r.ld, &spec);
+    const kda_config *cfg = &r.ld.cfg;
+    r.codec = kda_eval_codec_new(r.ld.tok, cfg->bos_token_id, cfg->eos_token_id);
+    r.max_length = o->max_length ? o->max_length : cfg->max_position_embeddings;
+    if (r.task_list[0]) plan_tasks(&r);
+    if (r.want_val) { // opened now: the data settings are checked before the model is built
         char why[512];
-        validator = kda_validator_open(&cfg, cfg.micro_batch_size, why, sizeof why);
-        if (!validator)
+        r.validator = kda_validator_open(cfg, cfg->micro_batch_size, why, sizeof why);
+        if (!r.validator)
             kda_die("kda eval: val_loss: the settings give no validation: %s; set --eval-iters or --split", why);
     }
-    // the model holds the longest task input and training's micro-batch of seq_length tokens
-    int B = plan ? o.batch_size : 1, T = plan ? kda_eval_plan_max_len(plan) : 1;
-    if (want_val && cfg.micro_batch_size > B) B = cfg.micro_batch_size;
-    if (want_val && cfg.seq_length > T) T = cfg.seq_length;
-    const kda_ops *ops = kda_pick_backend(cfg.device);
-    kda_model *m = kda_model_create(&cfg, ops, B, T);
-    kda_train_state st = {0};
-    kda_ckpt_load(m, dir, 0, &st, 0);
-    kda_model_drop_grad(m); // scoring never computes gradients
-    fprintf(stderr,
-            "kda eval: %s | %zu parameters | backend %s, %d threads | batch %d x %d tokens, activations %.1f MiB\n",
-            dir, kda_model_num_params(m), ops->name, omp_get_max_threads(), B, T, m->act_bytes_total / 1048576.0);
-    // the head runs over the continuation positions only (kda_model_logits_rows)
-    kda_eval_lm lm = {.self = m, .vocab = cfg.vocab_size, .logits = model_logits, .logits_rows = model_logits_rows};
-    FILE *progress = o.progress ? stderr : NULL;
-    if (plan) {
-        long docs = 0;
-        for (int i = 0; i < n_tasks; i++) docs += tasks[i].n_items;
-        fprintf(stderr, "kda eval: %d task%s, %ld documents, %ld requests, %ld distinct inputs (longest %d tokens)\n",
-                n_tasks, n_tasks == 1 ? "" : "s", docs, kda_eval_plan_requests(plan), kda_eval_plan_inputs(plan),
-                kda_eval_plan_max_len(plan));
-        if (kda_eval_plan_truncated(plan))
-            fprintf(stderr,
-                    "kda eval: note: %ld requests are longer than max_length %d + 1 tokens and lose tokens on "
-                    "the left\n",
-                    kda_eval_plan_truncated(plan), max_length);
-        kda_eval_plan_run(plan, &lm, o.batch_size, LOGITS_BYTES / sizeof(float), progress);
-    }
-    kda_eval_loss val = {0};
-    if (want_val) {
-        const int own = cfg.n_valid_data_path > 0;
-        fprintf(stderr,
-                "kda eval: val_loss: %d global batches of %d samples x %d tokens from the valid split of %s%s%s "
-                "(%s), evaluation %ld as training ran it after iteration %ld\n",
-                cfg.eval_iters, cfg.global_batch_size, cfg.seq_length,
-                own ? cfg.valid_data_path[0] : cfg.train_data_path[0], own ? "" : ", split ", own ? "" : cfg.split,
-                cfg.data_format, kda_validate_index(&cfg, st.iteration), st.iteration);
-        kda_eval_val_loss(validator, &cfg, m, st.iteration, &val, progress);
-    }
+    kda_model *m = load_model(&r);
+    FILE *progress = o->progress ? stderr : NULL;
+    if (r.plan) run_tasks(&r, m, progress);
+    if (r.want_val) run_val_loss(&r, m, progress);
+    report(&r, kda_now() - t_start);
 
-    kda_eval_run_info info = {.model = dir,
-                              .device = ops->name,
-                              .batch_size = o.batch_size,
-                              .max_length = plan ? max_length : 0,
-                              .limit = o.limit,
-                              .seconds = kda_now() - t_start,
-                              .val_loss = want_val ? &val : NULL};
-    kda_eval_print_table(stdout, tasks, n_tasks, &info);
-    fflush(stdout);
-    if (o.output) {
-        kda_eval_write_json(o.output, tasks, n_tasks, &info);
-        fprintf(stderr, "kda eval: results written to %s\n", o.output);
-    }
-    if (o.samples) {
-        kda_eval_write_samples(o.samples, tasks, n_tasks);
-        fprintf(stderr, "kda eval: samples written to %s\n", o.samples);
-    }
-    kda_validator_close(validator);
-    kda_eval_plan_free(plan);
-    kda_eval_tasks_free(tasks, n_tasks);
-    kda_model_free(m);
-    kda_eval_codec_free(codec);
-    if (tok) kda_tok_free(tok);
-    free(task_list);
-    free(dir);
+    kda_validator_close(r.validator);
+    kda_eval_plan_free(r.plan);
+    kda_eval_tasks_free(r.tasks, r.n_tasks);
+    kda_eval_codec_free(r.codec);
+    kda_loaded_close(&r.ld);
+    free(r.task_list);
     return 0;
 }

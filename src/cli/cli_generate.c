@@ -10,12 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "base/common.h"
 #include "base/config.h"
 #include "infer/generate.h"
+#include "infer/loader.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -186,15 +186,14 @@ typedef struct {
     int32_t bos;
 } codec;
 
-static void codec_open(codec *c, const kda_config *cfg, const char *override) {
-    *c = (codec){.bos = cfg->bos_token_id};
-    c->tok = kda_tok_load_for_config(cfg, override, "kda generate");
+// Over the loaded tokenizer (NULL: byte ids), which outlives the codec.
+static void codec_open(codec *c, const kda_config *cfg, kda_tokenizer *tok) {
+    *c = (codec){.tok = tok, .bos = cfg->bos_token_id};
     if (c->tok) c->ctx = kda_tok_ctx_new(c->tok);
 }
 
 static void codec_close(codec *c) {
     if (c->ctx) kda_tok_ctx_free(c->ctx);
-    if (c->tok) kda_tok_free(c->tok);
 }
 
 // BOS (when the config sets one) + the ids of text.
@@ -251,36 +250,18 @@ static int on_token(int32_t id, void *arg) {
 
 // ---- the model ----------------------------------------------------------------------------------
 
-// The config (checkpoint's, --config's or the built-in one, then --set and --device); *dir gets
-// the resolved checkpoint directory (NULL for --init-seed).
-static void load_config(const gen_opts *o, kda_config *cfg, char **dir) {
-    kda_config_defaults(cfg);
-    *dir = NULL;
-    if (o->ckpt) {
-        *dir = kda_ckpt_load_config(o->ckpt, cfg, "kda generate");
-    } else if (o->config) {
-        kda_config_load(cfg, o->config);
-    }
-    for (int i = 0; i < o->n_sets; i++) kda_config_set(cfg, o->sets[i]);
-    if (o->device) {
-        char kv[64];
-        snprintf(kv, sizeof kv, "device=%s", o->device);
-        kda_config_set(cfg, kv);
-    }
-    kda_config_finalize(cfg);
-    if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
-}
-
-// The model on the config's backend, activations planned for one sequence of T tokens (the
-// longest prefill block).
-static kda_model *load_model(const gen_opts *o, const kda_config *cfg, const char *dir, int T) {
-    kda_model *m = kda_model_create(cfg, kda_pick_backend(cfg->device), 1, T);
-    if (dir)
-        kda_ckpt_load(m, dir, 0, NULL, 0);
-    else
-        kda_model_init(m, (uint64_t)o->init_seed);
-    kda_model_drop_grad(m); // generation never computes gradients
-    return m;
+// The checkpoint's config (or --config's, or the built-in one), then --set and --device; its
+// tokenizer (or --tokenizer).
+static void load(const gen_opts *o, kda_loaded *ld) {
+    kda_load_spec spec = {.who = "kda generate",
+                          .ckpt = o->ckpt,
+                          .config = o->config,
+                          .sets = o->sets,
+                          .n_sets = o->n_sets,
+                          .device = o->device,
+                          .tokenizer = o->tokenizer,
+                          .init_seed = (uint64_t)o->init_seed};
+    kda_loaded_open(ld, &spec);
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -292,11 +273,11 @@ int cmd_generate(int argc, char **argv) {
     int n_prompts = o.n_prompts + n_file;
     if (n_prompts == 0) kda_die("kda generate: no prompt: give --prompt TEXT or --prompt-file PATH");
 
-    kda_config cfg;
-    char *dir;
-    load_config(&o, &cfg, &dir);
+    kda_loaded ld;
+    load(&o, &ld);
+    const kda_config *cfg = &ld.cfg;
     codec cd;
-    codec_open(&cd, &cfg, o.tokenizer);
+    codec_open(&cd, cfg, ld.tok);
     // every prompt's ids first: the longest sizes the prefill block
     kda_tok_ids *pids = kda_calloc((size_t)n_prompts, sizeof(kda_tok_ids));
     int longest = 1;
@@ -307,20 +288,19 @@ int cmd_generate(int argc, char **argv) {
         if (ids->n == 0)
             kda_die("kda generate: prompt %d is empty and the config has no bos_token_id: give some text", p + 1);
         for (size_t i = 0; i < ids->n; i++)
-            if (ids->v[i] >= cfg.vocab_size)
+            if (ids->v[i] >= cfg->vocab_size)
                 kda_die("kda generate: prompt %d has token id %d, outside the model's vocabulary of %d: the tokenizer "
                         "does not match the model",
-                        p + 1, ids->v[i], cfg.vocab_size);
+                        p + 1, ids->v[i], cfg->vocab_size);
         if ((long)ids->n > longest) longest = ids->n > KDA_GEN_BLOCK ? KDA_GEN_BLOCK : (int)ids->n;
     }
-    kda_model *m = load_model(&o, &cfg, dir, longest);
-    free(dir);
+    kda_model *m = kda_loaded_model(&ld, 1, longest); // activations for one sequence of the longest prefill block
     if (o.show_stats)
         fprintf(stderr, "kda generate: %zu parameters, backend %s, prefill blocks of up to %d tokens\n",
                 kda_model_num_params(m), m->ops->name, longest);
     kda_decoder *dec = kda_decoder_create(m, 0);
-    kda_sampler *smp = kda_sampler_create(cfg.vocab_size, &o.samp, o.have_seed ? o.seed : (uint64_t)cfg.seed);
-    streamer st = {.c = &cd, .eos = cfg.eos_token_id, .print_ids = o.print_ids};
+    kda_sampler *smp = kda_sampler_create(cfg->vocab_size, &o.samp, o.have_seed ? o.seed : (uint64_t)cfg->seed);
+    streamer st = {.c = &cd, .eos = cfg->eos_token_id, .print_ids = o.print_ids};
     for (int p = 0; p < n_prompts; p++) {
         const char *text = p < o.n_prompts ? o.prompts[p] : file_prompts[p - o.n_prompts];
         kda_tok_ids ids = pids[p];
@@ -330,7 +310,7 @@ int cmd_generate(int argc, char **argv) {
             fflush(stdout);
         }
         kda_gen_stats gs;
-        kda_generate(dec, smp, ids.v, (int)ids.n, (int)o.max_new, cfg.eos_token_id, on_token, &st, &gs);
+        kda_generate(dec, smp, ids.v, (int)ids.n, (int)o.max_new, cfg->eos_token_id, on_token, &st, &gs);
         emit(&st, 1);
         putchar('\n');
         fflush(stdout);
@@ -350,7 +330,7 @@ int cmd_generate(int argc, char **argv) {
     kda_sampler_free(smp);
     kda_decoder_free(dec);
     codec_close(&cd);
-    kda_model_free(m);
+    kda_loaded_close(&ld);
     for (int i = 0; i < n_file; i++) free(file_prompts[i]);
     free(file_prompts);
     free(o.prompts);

@@ -31,6 +31,20 @@ char *kda_eval_read_file(const char *path, size_t *len);
 const char *kda_eval_next_line(const char *buf, size_t len, size_t *pos, size_t *line_no, size_t *line_len);
 // Parse one JSON line; dies naming path:line when it is not a JSON object.
 json_t *kda_eval_json_line(const char *path, size_t line_no, const char *s, size_t n);
+// The documents of a JSON-lines file, one a non-blank line: kda_eval_docs_next returns the next
+// one's object (the caller json_decref's it; r->line_no is its line) and counts it in t->n_docs,
+// until t holds `limit` items (limit > 0): the documents after that are counted, not parsed. NULL
+// at the end of the file. kda_eval_docs_open sets t->n_docs to 0.
+typedef struct {
+    kda_eval_task *t;
+    const char *path;
+    long limit;
+    char *buf;
+    size_t len, pos, line_no;
+} kda_eval_docs;
+void kda_eval_docs_open(kda_eval_docs *r, kda_eval_task *t, const char *path, long limit);
+json_t *kda_eval_docs_next(kda_eval_docs *r);
+void kda_eval_docs_close(kda_eval_docs *r);
 // Member `key` as a string; dies naming path:line when it is missing or not a string.
 const char *kda_eval_json_str(json_t *o, const char *key, const char *path, size_t line_no);
 int kda_eval_file_exists(const char *path);

@@ -89,6 +89,26 @@ static int blank(const char *s, size_t n) {
     return 1;
 }
 
+void kda_eval_docs_open(kda_eval_docs *r, kda_eval_task *t, const char *path, long limit) {
+    *r = (kda_eval_docs){.t = t, .path = path, .limit = limit};
+    r->buf = kda_eval_read_file(path, &r->len);
+    t->n_docs = 0;
+}
+
+json_t *kda_eval_docs_next(kda_eval_docs *r) {
+    const char *s;
+    size_t n;
+    while ((s = kda_eval_next_line(r->buf, r->len, &r->pos, &r->line_no, &n))) {
+        if (blank(s, n)) continue;
+        r->t->n_docs++;
+        if (r->limit > 0 && r->t->n_items >= r->limit) continue;
+        return kda_eval_json_line(r->path, r->line_no, s, n);
+    }
+    return NULL;
+}
+
+void kda_eval_docs_close(kda_eval_docs *r) { free(r->buf); }
+
 // Strings of a JSON array (dies naming the line when it is not one); returns the count.
 static int json_strings(json_t *a, const char **out, int cap, const char *what, const char *path, size_t line_no) {
     if (!json_is_array(a)) kda_die("%s:%zu: '%s' is missing or not a list", path, line_no, what);
@@ -133,15 +153,11 @@ static int gold_of_key(json_t *labels, const char *key, const char *path, size_t
 }
 
 void kda_eval_read_multiple_choice(kda_eval_task *t, const char *path, int arc_template, long limit) {
-    size_t len, pos = 0, line_no = 0, n;
-    char *buf = kda_eval_read_file(path, &len);
-    const char *s;
-    t->n_docs = 0;
-    while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
-        if (blank(s, n)) continue;
-        t->n_docs++;
-        if (limit > 0 && t->n_items >= limit) continue;
-        json_t *o = kda_eval_json_line(path, line_no, s, n);
+    kda_eval_docs r;
+    kda_eval_docs_open(&r, t, path, limit);
+    json_t *o;
+    while ((o = kda_eval_docs_next(&r))) {
+        size_t line_no = r.line_no;
         const char *choices[MAX_CHOICES];
         int nc, gold;
         char *ctx;
@@ -188,24 +204,21 @@ void kda_eval_read_multiple_choice(kda_eval_task *t, const char *path, int arc_t
         free(ctx);
         json_decref(o);
     }
-    free(buf);
+    kda_eval_docs_close(&r);
 }
 
 // ---- PIQA ---------------------------------------------------------------------------------------------
 
+// The labels file has a line per document; the documents past --limit need none.
 void kda_eval_read_piqa(kda_eval_task *t, const char *jsonl, const char *labels_path, long limit) {
-    size_t len, pos = 0, line_no = 0, n;
-    char *buf = kda_eval_read_file(jsonl, &len);
+    kda_eval_docs r;
+    kda_eval_docs_open(&r, t, jsonl, limit);
     size_t llen = 0, lpos = 0, lline = 0, ln;
     char *lbuf = labels_path ? kda_eval_read_file(labels_path, &llen) : NULL;
-    const char *s;
-    t->n_docs = 0;
-    while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
-        if (blank(s, n)) continue;
-        t->n_docs++;
+    json_t *o;
+    while ((o = kda_eval_docs_next(&r))) {
+        size_t line_no = r.line_no;
         const char *l = lbuf ? kda_eval_next_line(lbuf, llen, &lpos, &lline, &ln) : NULL;
-        if (limit > 0 && t->n_items >= limit) continue;
-        json_t *o = kda_eval_json_line(jsonl, line_no, s, n);
         int gold;
         if (json_object_get(o, "label")) {
             gold = json_int(o, "label", jsonl, line_no);
@@ -226,22 +239,18 @@ void kda_eval_read_piqa(kda_eval_task *t, const char *jsonl, const char *labels_
         free(ctx);
         json_decref(o);
     }
-    free(buf);
+    kda_eval_docs_close(&r);
     free(lbuf);
 }
 
 // ---- Winogrande ------------------------------------------------------------------------------------------
 
 void kda_eval_read_winogrande(kda_eval_task *t, const char *path, long limit) {
-    size_t len, pos = 0, line_no = 0, n;
-    char *buf = kda_eval_read_file(path, &len);
-    const char *s;
-    t->n_docs = 0;
-    while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
-        if (blank(s, n)) continue;
-        t->n_docs++;
-        if (limit > 0 && t->n_items >= limit) continue;
-        json_t *o = kda_eval_json_line(path, line_no, s, n);
+    kda_eval_docs r;
+    kda_eval_docs_open(&r, t, path, limit);
+    json_t *o;
+    while ((o = kda_eval_docs_next(&r))) {
+        size_t line_no = r.line_no;
         kda_eval_item *it = kda_eval_task_push(t);
         if (json_object_get(o, "context_options")) { // llm-foundry: context_options, continuation, gold
             const char *ctxs[2];
@@ -266,7 +275,7 @@ void kda_eval_read_winogrande(kda_eval_task *t, const char *path, long limit) {
         }
         json_decref(o);
     }
-    free(buf);
+    kda_eval_docs_close(&r);
 }
 
 // ---- HellaSwag -------------------------------------------------------------------------------------------
@@ -279,58 +288,67 @@ static void hellaswag_item(kda_eval_task *t, char *query, const char *const endi
     free(query);
 }
 
-void kda_eval_read_hellaswag(kda_eval_task *t, const char *path, long limit) {
+// The release: activity_label, ctx_a, ctx_b, endings, label.
+static void hellaswag_jsonl(kda_eval_task *t, const char *path, long limit) {
+    kda_eval_docs r;
+    kda_eval_docs_open(&r, t, path, limit);
+    json_t *o;
+    while ((o = kda_eval_docs_next(&r))) {
+        size_t line_no = r.line_no;
+        const char *endings[4];
+        if (json_strings(json_object_get(o, "endings"), endings, 4, "endings", path, line_no) != 4)
+            kda_die("%s:%zu: 'endings' must hold 4 endings", path, line_no);
+        int gold = json_int(o, "label", path, line_no);
+        check_gold(gold, 4, path, line_no);
+        char *q = kda_eval_hellaswag_query(kda_eval_json_str(o, "activity_label", path, line_no),
+                                           kda_eval_json_str(o, "ctx_a", path, line_no),
+                                           kda_eval_json_str(o, "ctx_b", path, line_no));
+        hellaswag_item(t, q, endings, gold);
+        json_decref(o);
+    }
+    kda_eval_docs_close(&r);
+}
+
+// Text: 6 lines per example ("activity_label: ctx", gold 0-3, 4 endings).
+static void hellaswag_text(kda_eval_task *t, const char *path, long limit) {
     size_t len, pos = 0, line_no = 0, n;
     char *buf = kda_eval_read_file(path, &len);
     const char *s;
     t->n_docs = 0;
-    int jsonl = ends_with(path, ".jsonl") || ends_with(path, ".jsonl.bz2");
-    if (jsonl) { // the release: activity_label, ctx_a, ctx_b, endings, label
-        while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
-            if (blank(s, n)) continue;
-            t->n_docs++;
-            if (limit > 0 && t->n_items >= limit) continue;
-            json_t *o = kda_eval_json_line(path, line_no, s, n);
-            const char *endings[4];
-            if (json_strings(json_object_get(o, "endings"), endings, 4, "endings", path, line_no) != 4)
-                kda_die("%s:%zu: 'endings' must hold 4 endings", path, line_no);
-            int gold = json_int(o, "label", path, line_no);
-            check_gold(gold, 4, path, line_no);
-            char *q = kda_eval_hellaswag_query(kda_eval_json_str(o, "activity_label", path, line_no),
-                                               kda_eval_json_str(o, "ctx_a", path, line_no),
-                                               kda_eval_json_str(o, "ctx_b", path, line_no));
-            hellaswag_item(t, q, endings, gold);
-            json_decref(o);
+    const char *lines[6];
+    size_t lens[6], first = 0;
+    int k = 0;
+    while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
+        if (k == 0) first = line_no;
+        lines[k] = s;
+        lens[k++] = n;
+        if (k < 6) continue;
+        k = 0;
+        t->n_docs++;
+        if (limit > 0 && t->n_items >= limit) continue;
+        char *f[6];
+        for (int i = 0; i < 6; i++) {
+            kda_sb b = {0};
+            kda_sb_addn(&b, lines[i], lens[i]);
+            f[i] = kda_sb_take(&b);
         }
-    } else { // text: 6 lines per example ("activity_label: ctx", gold 0-3, 4 endings)
-        const char *lines[6];
-        size_t lens[6], first = 0;
-        int k = 0;
-        while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
-            if (k == 0) first = line_no;
-            lines[k] = s;
-            lens[k++] = n;
-            if (k < 6) continue;
-            k = 0;
-            t->n_docs++;
-            if (limit > 0 && t->n_items >= limit) continue;
-            char *f[6];
-            for (int i = 0; i < 6; i++) {
-                kda_sb b = {0};
-                kda_sb_addn(&b, lines[i], lens[i]);
-                f[i] = kda_sb_take(&b);
-            }
-            if (strlen(f[1]) != 1 || f[1][0] < '0' || f[1][0] > '3')
-                kda_die("%s:%zu: the gold label (0-3) was expected here, got '%s'; the text form has 6 lines per "
-                        "example (context, label, 4 endings)",
-                        path, first + 1, f[1]);
-            hellaswag_item(t, kda_eval_hellaswag_query_from_text(f[0]), (const char *const *)f + 2, f[1][0] - '0');
-            for (int i = 0; i < 6; i++) free(f[i]);
-        }
-        if (k != 0 && !(k == 1 && lens[0] == 0))
-            kda_die("%s: ends in the middle of an example (%d lines after line %zu); the text form has 6 lines per "
-                    "example",
-                    path, k, first - 1);
+        if (strlen(f[1]) != 1 || f[1][0] < '0' || f[1][0] > '3')
+            kda_die("%s:%zu: the gold label (0-3) was expected here, got '%s'; the text form has 6 lines per "
+                    "example (context, label, 4 endings)",
+                    path, first + 1, f[1]);
+        hellaswag_item(t, kda_eval_hellaswag_query_from_text(f[0]), (const char *const *)f + 2, f[1][0] - '0');
+        for (int i = 0; i < 6; i++) free(f[i]);
     }
+    if (k != 0 && !(k == 1 && lens[0] == 0))
+        kda_die("%s: ends in the middle of an example (%d lines after line %zu); the text form has 6 lines per "
+                "example",
+                path, k, first - 1);
     free(buf);
+}
+
+void kda_eval_read_hellaswag(kda_eval_task *t, const char *path, long limit) {
+    if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.bz2"))
+        hellaswag_jsonl(t, path, limit);
+    else
+        hellaswag_text(t, path, limit);
 }

@@ -306,18 +306,12 @@ void kda_eval_read_race(kda_eval_task *t, const char *path, long limit) {
         free(names);
         return;
     }
-    size_t len, pos = 0, line_no = 0, n;
-    char *buf = kda_eval_read_file(path, &len);
-    const char *s;
-    while ((s = kda_eval_next_line(buf, len, &pos, &line_no, &n))) {
-        size_t j = 0;
-        while (j < n && (s[j] == ' ' || s[j] == '\t')) j++;
-        if (j == n) continue;
-        t->n_docs++;
-        if (limit > 0 && t->n_items >= limit) continue;
-        json_t *o = kda_eval_json_line(path, line_no, s, n);
-        race_doc(t, o, path, line_no);
+    kda_eval_docs r;
+    kda_eval_docs_open(&r, t, path, limit);
+    json_t *o;
+    while ((o = kda_eval_docs_next(&r))) {
+        race_doc(t, o, path, r.line_no);
         json_decref(o);
     }
-    free(buf);
+    kda_eval_docs_close(&r);
 }

@@ -30,6 +30,10 @@ size_t kda_core_saved_floats(const kda_core_dims *d);
 // Bytes of host workspace kda_core_fwd or kda_core_bwd allocates while it runs on `threads`
 // OpenMP threads (a slice per thread, the backward's partial sums), the larger of the two.
 size_t kda_core_workspace_bytes(const kda_core_dims *d, int threads);
+// The most workspace bytes kda_core_fwd, kda_core_fwd_state and kda_core_bwd have held at once
+// since the last call of this function (or the start), counted where they allocate and free it
+// (tests compare it with the plan's kda_core_workspace_bytes).
+size_t kda_core_workspace_peak(void);
 
 void kda_core_fwd(const kda_core_dims *d, const float *q_raw, const float *k_raw, const float *v, const float *f,
                   const float *b_logit, const float *A_log, const float *dt_bias, float *o, float *saved);

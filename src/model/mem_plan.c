@@ -1,6 +1,7 @@
 // mem_plan.c — the memory plan of a training run and its check (mem_plan.h).
 #include "model/mem_plan.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -189,115 +190,154 @@ static int longest_seq(const fit_ctx *x, const char *g, int B, int T) {
     return best;
 }
 
-#define ADD(...)                                                                                                       \
-    do {                                                                                                               \
-        if (n < (int)sizeof msg) n += snprintf(msg + n, sizeof msg - (size_t)n, __VA_ARGS__);                          \
-    } while (0)
+// The message kda_mem_plan_check dies with, written in pieces (what does not fit is cut).
+typedef struct {
+    char s[4096];
+    int n;
+} msg_buf;
+
+static void KDA_PRINTF(2, 3) say(msg_buf *m, const char *fmt, ...) {
+    if (m->n >= (int)sizeof m->s) return;
+    va_list ap;
+    va_start(ap, fmt);
+    m->n += vsnprintf(m->s + m->n, sizeof m->s - (size_t)m->n, fmt, ap);
+    va_end(ap);
+}
+
+// What is needed where, and what is available there; side 1: the host's copy of a device run.
+static void say_need(msg_buf *msg, const kda_mem_plan *p, const kda_mem_avail *a, int side) {
+    char b1[32], b2[32], b3[32];
+    size_t need = side ? p->host_staging : kda_mem_plan_backend_need(p);
+    if (side == 1)
+        say(msg,
+            "the run needs %s of host memory for a copy of the parameters (init, checkpoints) but the host has %s "
+            "available (MemAvailable)",
+            bytes_str(b1, sizeof b1, need), bytes_str(b2, sizeof b2, a->host));
+    else if (p->host_memory)
+        say(msg, "the run needs %s of memory but the host has %s available (MemAvailable)",
+            bytes_str(b1, sizeof b1, need), bytes_str(b2, sizeof b2, a->host));
+    else
+        say(msg, "the run needs %s of GPU memory but %s are free (of %s)", bytes_str(b1, sizeof b1, need),
+            bytes_str(b2, sizeof b2, a->dev_free), bytes_str(b3, sizeof b3, a->dev_total));
+}
+
+// The plan's three parts: activations, parameter state, backend scratch.
+typedef struct {
+    size_t acts, state, scratch;
+} plan_parts;
+
+static plan_parts parts_of(const kda_mem_plan *p) {
+    const kda_model_mem *m = &p->model;
+    plan_parts x = {.acts = m->acts_layers + m->acts_head + m->grad_scratch + m->tokens,
+                    .state = m->params + m->grads + m->optim + (p->host_memory ? p->host_staging : 0),
+                    .scratch = p->scratch_held + p->scratch_transient};
+    return x;
+}
+
+// The parts, largest first, with what each scales with (backend memory short) or the parameter
+// floats (the host's copy short).
+static void say_parts(msg_buf *msg, const kda_config *c, const kda_mem_plan *p, int side) {
+    const kda_model_mem *m = &p->model;
+    if (side != 0) {
+        say(msg, " (%zu parameter floats: embedding %.0f%%, layers %.0f%%).", m->n_floats,
+            100.0 * m->embed_floats / m->n_floats, 100.0 - 100.0 * m->embed_floats / m->n_floats);
+        return;
+    }
+    plan_parts x = parts_of(p);
+    char b1[32];
+    struct {
+        size_t bytes;
+        char what[256];
+    } part[3];
+    snprintf(part[0].what, sizeof part[0].what,
+             "activations %s (micro_batch_size %d x seq_length %d tokens, %d layers, recompute_granularity %s)",
+             bytes_str(b1, sizeof b1, x.acts), p->B, p->T, c->num_hidden_layers, granularity(c));
+    part[0].bytes = x.acts;
+    snprintf(part[1].what, sizeof part[1].what,
+             "parameters, gradients and AdamW %s (%zu parameter floats: embedding %.0f%%, layers %.0f%%)",
+             bytes_str(b1, sizeof b1, x.state), m->n_floats, 100.0 * m->embed_floats / m->n_floats,
+             100.0 - 100.0 * m->embed_floats / m->n_floats);
+    part[1].bytes = x.state;
+    snprintf(part[2].what, sizeof part[2].what,
+             "backend scratch %s (cross-entropy logits chunk, partial sums, workspaces)",
+             bytes_str(b1, sizeof b1, x.scratch));
+    part[2].bytes = x.scratch;
+    for (int i = 0; i < 3; i++) // largest first
+        for (int j = i + 1; j < 3; j++)
+            if (part[j].bytes > part[i].bytes) {
+                size_t tb = part[i].bytes;
+                char tw[256];
+                memcpy(tw, part[i].what, sizeof tw);
+                part[i].bytes = part[j].bytes, memcpy(part[i].what, part[j].what, sizeof tw);
+                part[j].bytes = tb, memcpy(part[j].what, tw, sizeof tw);
+            }
+    say(msg, ": %s, %s, %s.", part[0].what, part[1].what, part[2].what);
+}
+
+// The settings with which backend memory would fit, each planned: the current recompute_granularity
+// and the ones that recompute more, each at the largest micro_batch_size that fits; else the
+// longest seq_length at micro-batch 1 with full recomputation. Returns how many were found.
+static int say_fitting_settings(msg_buf *msg, const fit_ctx *x, const kda_mem_plan *p) {
+    const kda_config *c = x->c;
+    char b1[32];
+    const char *cur = granularity(c);
+    const char *opts[3] = {cur, NULL, NULL};
+    int no = 1, found = 0;
+    if (!strcmp(cur, "none")) opts[no++] = "selective";
+    if (strcmp(cur, "full")) opts[no++] = "full";
+    for (int i = 0; i < no; i++) {
+        size_t nb = 0;
+        int same = i == 0, b = 0;
+        if (!same && fits_with(x, opts[i], p->B, p->T, &nb))
+            b = p->B;
+        else
+            b = largest_micro_batch(x, opts[i], p->B, &nb);
+        if (!b) continue;
+        say(msg, "%s", found ? "; or " : " It fits with ");
+        if (!same) say(msg, "recompute_granularity: %s%s", opts[i], b == p->B ? "" : " and ");
+        if (b != p->B) say(msg, "micro_batch_size %d", b);
+        say(msg, " (%s", bytes_str(b1, sizeof b1, nb));
+        if (b != p->B)
+            say(msg, "; global_batch_size %d in %d micro-batches", c->global_batch_size, c->global_batch_size / b);
+        say(msg, ")");
+        found++;
+    }
+    if (found) return found;
+    int t = longest_seq(x, "full", 1, p->T);
+    if (!t) return 0;
+    say(msg,
+        " Even micro_batch_size 1 with recompute_granularity: full does not fit; it fits with seq_length "
+        "%d at micro_batch_size 1 and recompute_granularity: full",
+        t);
+    return 1;
+}
 
 void kda_mem_plan_check(const kda_config *c, const kda_ops *ops, const kda_mem_plan *p, const kda_mem_avail *a) {
     int side = short_side(p, a);
     if (side < 0) return;
     const kda_model_mem *m = &p->model;
-    char msg[4096], b1[32], b2[32], b3[32];
-    int n = 0;
-    size_t need = side ? p->host_staging : kda_mem_plan_backend_need(p);
-    if (side == 1)
-        ADD("the run needs %s of host memory for a copy of the parameters (init, checkpoints) but the host has %s "
-            "available (MemAvailable)",
-            bytes_str(b1, sizeof b1, need), bytes_str(b2, sizeof b2, a->host));
-    else if (p->host_memory)
-        ADD("the run needs %s of memory but the host has %s available (MemAvailable)", bytes_str(b1, sizeof b1, need),
-            bytes_str(b2, sizeof b2, a->host));
-    else
-        ADD("the run needs %s of GPU memory but %s are free (of %s)", bytes_str(b1, sizeof b1, need),
-            bytes_str(b2, sizeof b2, a->dev_free), bytes_str(b3, sizeof b3, a->dev_total));
-
-    // the parts, largest first, with what each scales with
-    size_t state = m->params + m->grads + m->optim + (p->host_memory ? p->host_staging : 0);
-    size_t acts = m->acts_layers + m->acts_head + m->grad_scratch + m->tokens;
-    size_t scratch = p->scratch_held + p->scratch_transient;
-    const char *embed_dims = c->vocab_size > c->hidden_size ? "vocab_size or hidden_size" : "hidden_size or vocab_size";
-    const char *model_dims = m->embed_floats >= m->n_floats - m->embed_floats
-        ? embed_dims
-        : "hidden_size, num_hidden_layers or intermediate_size";
-    if (side == 0) {
-        struct {
-            size_t bytes;
-            char what[256];
-        } part[3];
-        snprintf(part[0].what, sizeof part[0].what,
-                 "activations %s (micro_batch_size %d x seq_length %d tokens, %d layers, recompute_granularity %s)",
-                 bytes_str(b1, sizeof b1, acts), p->B, p->T, c->num_hidden_layers, granularity(c));
-        part[0].bytes = acts;
-        snprintf(part[1].what, sizeof part[1].what,
-                 "parameters, gradients and AdamW %s (%zu parameter floats: embedding %.0f%%, layers %.0f%%)",
-                 bytes_str(b1, sizeof b1, state), m->n_floats, 100.0 * m->embed_floats / m->n_floats,
-                 100.0 - 100.0 * m->embed_floats / m->n_floats);
-        part[1].bytes = state;
-        snprintf(part[2].what, sizeof part[2].what,
-                 "backend scratch %s (cross-entropy logits chunk, partial sums, workspaces)",
-                 bytes_str(b1, sizeof b1, scratch));
-        part[2].bytes = scratch;
-        for (int i = 0; i < 3; i++) // largest first
-            for (int j = i + 1; j < 3; j++)
-                if (part[j].bytes > part[i].bytes) {
-                    size_t tb = part[i].bytes;
-                    char tw[256];
-                    memcpy(tw, part[i].what, sizeof tw);
-                    part[i].bytes = part[j].bytes, memcpy(part[i].what, part[j].what, sizeof tw);
-                    part[j].bytes = tb, memcpy(part[j].what, tw, sizeof tw);
-                }
-        ADD(": %s, %s, %s.", part[0].what, part[1].what, part[2].what);
-    } else {
-        ADD(" (%zu parameter floats: embedding %.0f%%, layers %.0f%%).", m->n_floats,
-            100.0 * m->embed_floats / m->n_floats, 100.0 - 100.0 * m->embed_floats / m->n_floats);
-    }
-
-    // what would fit, each option planned
+    msg_buf msg = {.n = 0};
+    char b1[32];
+    say_need(&msg, p, a, side);
+    say_parts(&msg, c, p, side);
     fit_ctx x = {c, ops, a};
-    int found = 0;
-    if (side == 0) {
-        const char *cur = granularity(c);
-        const char *opts[3] = {cur, NULL, NULL};
-        int no = 1;
-        if (!strcmp(cur, "none")) opts[no++] = "selective";
-        if (strcmp(cur, "full")) opts[no++] = "full";
-        for (int i = 0; i < no; i++) {
-            size_t nb = 0;
-            int same = i == 0, b = 0;
-            if (!same && fits_with(&x, opts[i], p->B, p->T, &nb))
-                b = p->B;
-            else
-                b = largest_micro_batch(&x, opts[i], p->B, &nb);
-            if (!b) continue;
-            ADD("%s", found ? "; or " : " It fits with ");
-            if (!same) ADD("recompute_granularity: %s%s", opts[i], b == p->B ? "" : " and ");
-            if (b != p->B) ADD("micro_batch_size %d", b);
-            ADD(" (%s", bytes_str(b1, sizeof b1, nb));
-            if (b != p->B)
-                ADD("; global_batch_size %d in %d micro-batches", c->global_batch_size, c->global_batch_size / b);
-            ADD(")");
-            found++;
-        }
-        if (!found) {
-            int t = longest_seq(&x, "full", 1, p->T);
-            if (t) {
-                ADD(" Even micro_batch_size 1 with recompute_granularity: full does not fit; it fits with seq_length "
-                    "%d at micro_batch_size 1 and recompute_granularity: full",
-                    t);
-                found++;
-            }
-        }
-    }
+    int found = side == 0 ? say_fitting_settings(&msg, &x, p) : 0;
     if (!found) {
+        const char *embed_dims =
+            c->vocab_size > c->hidden_size ? "vocab_size or hidden_size" : "hidden_size or vocab_size";
+        const char *model_dims = m->embed_floats >= m->n_floats - m->embed_floats
+            ? embed_dims
+            : "hidden_size, num_hidden_layers or intermediate_size";
         size_t base = 0;
         fits_with(&x, "full", 1, 1, &base);
-        ADD(" The model's state alone (micro-batch 1 x 1) needs %s: lower %s", bytes_str(b1, sizeof b1, base),
+        say(&msg, " The model's state alone (micro-batch 1 x 1) needs %s: lower %s", bytes_str(b1, sizeof b1, base),
             model_dims);
     }
-    if (side == 0 && scratch > acts && scratch > state)
-        ADD("; the backend's scratch is the largest part (on CUDA KDA_CE_SCRATCH_MB sets the cross-entropy chunk, "
-            "in MiB)");
-    ADD(".");
-    kda_die("%s", msg);
+    plan_parts parts = parts_of(p);
+    if (side == 0 && parts.scratch > parts.acts && parts.scratch > parts.state)
+        say(&msg,
+            "; the backend's scratch is the largest part (on CUDA KDA_CE_SCRATCH_MB sets the cross-entropy "
+            "chunk, in MiB)");
+    say(&msg, ".");
+    kda_die("%s", msg.s);
 }

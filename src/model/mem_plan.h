@@ -7,8 +7,8 @@
 // formula: the model's buffers from model.c's kda_model_mem_of (parameters, gradients, AdamW,
 // every layer's activations with recompute_granularity / recompute_modules sharing one buffer
 // across layers, the KDA core's saved buffer from the backend's kda_saved_bytes), the backend's
-// own scratch from ops->scratch_bytes (the cross-entropy logits chunk, reduction partials, the CPU
-// KDA core's per-thread workspaces). Backend memory is compared with the device's free memory
+// own scratch from ops->scratch_bytes (the cross-entropy logits chunk, reduction partials, the KDA
+// core backward's workspace: in the CUDA arena, or the CPU core's per-thread slices). Backend memory is compared with the device's free memory
 // (ops->mem_info) or, when it is host memory (ops->host_memory), with MemAvailable; the host's
 // share of a device run (one fp32 copy of the parameters, for init and checkpoints) with
 // MemAvailable.

@@ -118,9 +118,6 @@ size_t kda_model_num_params(const kda_model *m);
 // Returns the mean loss (NaN when there are no targets); *n_valid gets the valid count.
 double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
                       float grad_scale_extra, long *n_valid);
-// Logits of the last position of each row into host logits[B][vocab] (forward only).
-void kda_model_last_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
-
 // Logits of every position into host logits[B*T][vocab] (forward only).
 void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);
 

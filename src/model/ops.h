@@ -172,7 +172,9 @@ typedef struct kda_ops {
     // Scratch memory a training step of shape s takes beyond the model's buffers, computed by the
     // functions that size it inside the ops: *held, grow-only buffers kept from step to step (the
     // cross-entropy logits chunk, the CUDA scratch arena); *transient, workspaces an op allocates
-    // and frees again (the CPU KDA core's per-thread slices). Answers without a device.
+    // and frees again (the CPU KDA core's per-thread slices). The KDA core backward's workspace is
+    // in it on every backend (CUDA: a request to the arena; CPU: transient slices and partial
+    // sums). Answers without a device.
     void (*scratch_bytes)(const kda_step_shape *s, size_t *held, size_t *transient);
     // Bytes of grow-only scratch held now (a test compares it with scratch_bytes' *held).
     size_t (*scratch_held)(void);

@@ -51,16 +51,15 @@ typedef struct {
 
 // ---- setting up ---------------------------------------------------------------------------
 
+// The global batch in micro-batches of t->B sequences (set by kda_train), this rank's share of them.
 static void split_batch_across_ranks(trainer *t) {
     const kda_config *c = &t->cfg;
     int world = t->dist->world;
-    t->B = c->micro_batch_size;
-    t->T = c->seq_length;
-    t->n_micro = c->global_batch_size / c->micro_batch_size;
+    t->n_micro = c->global_batch_size / t->B;
     if (t->n_micro % world)
         kda_die("global_batch_size %d / micro_batch_size %d = %d micro-batches cannot be split across %d ranks; "
                 "make global_batch_size a multiple of micro_batch_size x %d",
-                c->global_batch_size, c->micro_batch_size, t->n_micro, world, world);
+                c->global_batch_size, t->B, t->n_micro, world, world);
     t->n_local = t->n_micro / world;
 }
 
@@ -388,7 +387,7 @@ void kda_train(const kda_config *cfg, const kda_train_opts *opts) {
     if (cfg->num_threads > 0) omp_set_num_threads(cfg->num_threads);
     t->dist = kda_dist_init();
     t->ops = opts->plan_only ? kda_pick_backend_for_plan(cfg->device) : kda_pick_backend(cfg->device);
-    t->B = cfg->micro_batch_size, t->T = cfg->seq_length;
+    t->B = cfg->micro_batch_size, t->T = cfg->seq_length; // the micro-batch, for the plan and the run
     if (plan_memory(t)) return;
     split_batch_across_ranks(t);
     claim_outputs(t);

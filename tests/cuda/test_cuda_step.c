@@ -21,16 +21,6 @@
 #include "model/model.h"
 #include "model/optim.h"
 
-static double rel(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static float *host_of(const kda_model *m, const float *dev) {
     float *h = kda_calloc(m->n_alloc, sizeof(float));
     m->ops->to_host(h, dev, m->n_floats * sizeof(float));
@@ -67,7 +57,7 @@ int main(void) {
     kda_model_alloc_optim(mc);
     kda_model_alloc_optim(mg);
     float *w0 = host_of(mc, mc->master), *w0g = host_of(mg, mg->master);
-    T_CHECK(rel(w0g, w0, mc->n_floats) == 0, "same initial fp32 masters on both backends (seed %llu)",
+    T_CHECK(kda_rel_err_f32f32(w0g, w0, mc->n_floats) == 0, "same initial fp32 masters on both backends (seed %llu)",
             (unsigned long long)seed);
 
     double lc = kda_model_step(mc, ids, tgt, B, T, 1, 1.0f, NULL);
@@ -82,7 +72,7 @@ int main(void) {
     const char *worst_name = "", *worst_small_name = "";
     for (int i = 0; i < mc->n_params; i++) {
         const kda_param *p = &mc->params[i];
-        double e = rel(gg + p->offset, gc + p->offset, p->numel);
+        double e = kda_rel_err_f32f32(gg + p->offset, gc + p->offset, p->numel);
         int small = p->numel < 64;
         if (e > (small ? worst_small : worst)) {
             if (small) {
@@ -97,7 +87,7 @@ int main(void) {
     // per-op bounds (kda-model.md "bit-compatible" (b)): outputs 0.005, d(gate) and dβ 0.02; over
     // two layers of bf16 rounding points the whole gradient lands near the gate bound (H200,
     // 2026-12-03: 2.2e-2 overall, worst tensor 3.0e-2 (o_norm.weight))
-    T_REL("gradients, all parameters together", rel(gg, gc, mc->n_floats), 3e-2);
+    T_REL("gradients, all parameters together", kda_rel_err_f32f32(gg, gc, mc->n_floats), 3e-2);
     T_CHECK(worst <= 6e-2, "%-48s rel err %.3e (<= 6.0e-02) [%s]", "gradients, worst tensor of >= 64 values", worst,
             worst_name);
     // H200, 2026-12-03, 13 seeds: 2.0e-2 .. 9.3e-2 (bench/RESULTS.md, bench/logs/device/step_seeds_2026-12-03.txt)
@@ -112,8 +102,7 @@ int main(void) {
     float *wc = host_of(mc, mc->master), *wg = host_of(mg, mg->master);
     // the memory plan's CUDA scratch (src/model/mem_plan.h): after the first step the arena holds
     // the largest request plus at most its 1/8 headroom, and the plan is the largest request
-    // planned plus 1/8 (the KDA backward's workspace is not planned yet: at this shape it is
-    // smaller than the cross-entropy's, so the bounds hold)
+    // planned (the KDA backward's workspace among them) plus 1/8
     kda_mem_plan mp;
     kda_mem_plan_compute(&mp, &c, CU, B, T);
     size_t held = CU->scratch_held();
@@ -140,7 +129,7 @@ int main(void) {
     // lr 1e-3 moves the weights by ~5% of their norm; Adam's first update is ≈ lr·sign(g), so the
     // gradients that bf16 noise flips around 0 (0.6% measured) give full-size differences:
     // measured 2.6e-3 of the weight norm on the H200 (2026-12-03)
-    T_REL("updated weights vs the CPU step", rel(wg, wc, mc->n_floats), 5e-3);
+    T_REL("updated weights vs the CPU step", kda_rel_err_f32f32(wg, wc, mc->n_floats), 5e-3);
     size_t agree = 0, moved = 0;
     double un = 0, ud = 0;
     for (size_t i = 0; i < mc->n_floats; i++) {

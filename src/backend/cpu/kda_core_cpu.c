@@ -22,6 +22,7 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,7 +88,8 @@ typedef struct {
     float *S, *dS, *dSp;                  // [K,V] state, its gradient, gradient of the previous state
     float *xa, *xl, *tmpV, *de;           // [K], [K], [V], [V]
     float *St;                            // recurrent backward: [C+1, K, V] states inside one block
-    void *mem;
+    void *mem;                            // the one allocation all of the above are in
+    size_t mem_bytes;
 } slice_ws;
 
 // Carves the workspace out of one allocation (float and double parts); with base == NULL it
@@ -127,11 +129,29 @@ static size_t ws_bytes(const kda_core_dims *d, int bwd) {
     return nd * sizeof(double) + nf * sizeof(float);
 }
 
+// Workspace bytes allocated now, and the most at once since kda_core_workspace_peak last asked,
+// counted where the workspaces are allocated and freed (from any thread).
+static atomic_size_t ws_live, ws_peak;
+
+static void *ws_alloc(size_t bytes) {
+    size_t now = atomic_fetch_add(&ws_live, bytes) + bytes, peak = atomic_load(&ws_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&ws_peak, &peak, now)) {}
+    return kda_malloc(bytes);
+}
+
+static void ws_free(void *p, size_t bytes) {
+    free(p);
+    atomic_fetch_sub(&ws_live, bytes);
+}
+
+size_t kda_core_workspace_peak(void) { return atomic_exchange(&ws_peak, atomic_load(&ws_live)); }
+
 static void ws_init(slice_ws *w, const kda_core_dims *d, int bwd) {
     size_t nf, nd;
     ws_layout(w, d, bwd, NULL, &nf, &nd); // the layout reads nd (where the floats start)
     memset(w, 0, sizeof *w);
-    w->mem = kda_malloc(ws_bytes(d, bwd));
+    w->mem_bytes = ws_bytes(d, bwd);
+    w->mem = ws_alloc(w->mem_bytes);
     ws_layout(w, d, bwd, w->mem, &nf, &nd);
 }
 
@@ -610,7 +630,7 @@ void kda_core_fwd_state(const kda_core_dims *d, const float *q_raw, const float 
             else
                 chunk_fwd_slice(d, &w, sv, o, b, h, Sio);
         }
-        free(w.mem);
+        ws_free(w.mem, w.mem_bytes);
     }
 }
 
@@ -621,7 +641,7 @@ void kda_core_bwd(const kda_core_dims *d, const float *q_raw, const float *k_raw
     check_dims(d);
     int BH = d->B * d->H, K = d->K;
     size_t per_slice = (size_t)n_blocks(d) * d->K * d->V;
-    double *pA = kda_malloc(partials_pA(d)), *pdt = kda_malloc(partials_pdt(d));
+    double *pA = ws_alloc(partials_pA(d)), *pdt = ws_alloc(partials_pdt(d));
 #pragma omp parallel
     {
         slice_ws w;
@@ -637,7 +657,7 @@ void kda_core_bwd(const kda_core_dims *d, const float *q_raw, const float *k_raw
             slice_finish(d, b, h, f, A_log, dt_bias, &w, d_q_raw, d_k_raw, d_v, d_f, d_b_logit, pA + bh,
                          pdt + (size_t)bh * K);
         }
-        free(w.mem);
+        ws_free(w.mem, w.mem_bytes);
     }
     // fixed-order reduction over the batch
     for (int h = 0; h < d->H; h++) {
@@ -650,6 +670,6 @@ void kda_core_bwd(const kda_core_dims *d, const float *q_raw, const float *k_raw
             d_dt_bias[h * K + j] += (float)st;
         }
     }
-    free(pA);
-    free(pdt);
+    ws_free(pA, partials_pA(d));
+    ws_free(pdt, partials_pdt(d));
 }

@@ -50,6 +50,7 @@ size_t cu_linear_bwd_scratch_bytes(int N, int O); // a linear with a bias
 size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d);
 size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V);
 size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W);
+size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d); // the KDA core backward's workspace (kda_bwd.cu)
 size_t cu_sumsq_scratch_bytes(void);
 
 // Carves one allocation into 256-byte aligned pieces. Run a layout once with base NULL to

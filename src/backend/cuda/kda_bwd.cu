@@ -35,6 +35,13 @@ static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
     return c.off;
 }
 
+// What cu_kda_bwd asks cu_scratch for (bwd_layout's size), for the memory plan; no device needed.
+size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
+    kda_shape s = kda_shape_of(d);
+    kda_bwd_scratch w;
+    return s.R == 0 ? 0 : bwd_layout(s, NULL, &w);
+}
+
 // ---- D2: reverse state-gradient scan, grid (ceil(V/VT), H, B) ----
 static size_t scan_bwd_smem(int K, int C) {
     return sizeof(float) * ((size_t)K * KDA_VT + 3 * (size_t)C * (K + 1) + 2 * (size_t)C * KDA_VT + K);
