@@ -77,6 +77,8 @@ __device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
 __device__ __forceinline__ float round_bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+// softplus with PyTorch's threshold (x above 20: x itself), the KDA gate's (kda-model.md §2.3)
+__device__ __forceinline__ float softplus20(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
 // 16 bytes from an aligned address into fp32 registers (no local-memory round trip)
 __device__ __forceinline__ void load16(const float *p, float *x) {

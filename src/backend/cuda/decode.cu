@@ -51,7 +51,6 @@ void cu_conv_silu_step(void *tail, const void *x, int ldx, const void *w, void *
     CU_LAUNCHED();
 }
 
-__device__ __forceinline__ float softplus20_(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
 enum { REC_THREADS = 128 }; // >= K and >= V (both <= KDA_MAX_KV = 128)
 
@@ -72,7 +71,7 @@ kda_recurrent_kernel(int T, int H, int K, int V, float scale, const bf16 *__rest
         if (tid < K) {
             qs[tid] = bf2f(q[row * K + tid]);
             ks[tid] = bf2f(k[row * K + tid]);
-            dec[tid] = expf(-eA * softplus20_(bf2f(f[row * K + tid]) + bf2f(dt_bias[(size_t)h * K + tid])));
+            dec[tid] = expf(-eA * softplus20(bf2f(f[row * K + tid]) + bf2f(dt_bias[(size_t)h * K + tid])));
         }
         __syncthreads();
         if (tid < 32) { // l2 norms of q and k (kda_core.h: x / sqrt(Σx² + 1e-6))

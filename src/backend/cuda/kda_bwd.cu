@@ -173,7 +173,7 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
         tile_gemm<false, true>(F2, L.pf, CC, KP, dwm, KMASK_NONE);
     }
     __syncthreads();
-    tile_store_f32(w.dQ + row0 * K, rsK, F1, L.pf, n, K);
+    tile_store(w.dQ + row0 * K, rsK, F1, L.pf, n, K);
     tile_split(mdWm, F2, L.pf, CC, KP);
     __syncthreads();
     {
@@ -182,8 +182,8 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
         tile_gemm<false, true>(F2, L.pf, CC, CC, daqk, KMASK_LOWER);
     }
     __syncthreads();
-    tile_store_f32(w.dK + row0 * K, rsK, F1, L.pf, n, K);
-    tile_store_f32(w.dA + row0 * C, rsC, F2, L.pf, n, C);
+    tile_store(w.dK + row0 * K, rsK, F1, L.pf, n, K);
+    tile_store(w.dA + row0 * C, rsC, F2, L.pf, n, C);
     __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv and βk⊙e^Γ
     // phase 2: dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ, dBV = Tinvᵀ·dVn
     smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
@@ -198,7 +198,7 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
     }
     __syncthreads();
     smat mdT = {r1, r1 + CC * L.pc, L.pc}; // βv and βk⊙e^Γ are no longer read
-    tile_store_f32(w.dBV + row0 * V, rsV, F2, L.pf, n, V);
+    tile_store(w.dBV + row0 * V, rsV, F2, L.pf, n, V);
     tile_split(mdT, F1, L.pf, CC, CC);
     __syncthreads();
     // phase 3: G = Tinvᵀ·dWm, Xc = dTinv·Tinvᵀ, dL = strictly_lower(−Tinvᵀ·Xc)
@@ -209,7 +209,7 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
     }
     __syncthreads();
     smat mXc = {dvn, dvn + dvh, L.pc}; // dVn is no longer read
-    tile_store_f32(w.Gm + row0 * K, rsK, F2, L.pf, n, K);
+    tile_store(w.Gm + row0 * K, rsK, F2, L.pf, n, K);
     tile_split(mXc, F1, L.pf, CC, CC);
     __syncthreads();
     {
@@ -217,11 +217,18 @@ kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bw
         tile_gemm<true, false>(F2, L.pf, CC, CC, dl, KMASK_STRICT);
     }
     __syncthreads();
-    tile_store_f32(w.dL + row0 * C, rsC, F2, L.pf, n, C);
+    tile_store(w.dL + row0 * C, rsC, F2, L.pf, n, C);
 }
 
 // The D3 chunk GEMMs, one by one (any head size; the fused kernel needs its operands to fit in
 // shared memory).
+// Whether D3 runs as the fused kernel: its shared memory fits this GPU and KDA_CORE_UNFUSED is
+// not set (=1 forces the chunk-GEMM path below, to measure one against the other).
+static bool d3_fused(size_t smem_bytes) {
+    const char *e = getenv("KDA_CORE_UNFUSED");
+    return kda_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
+}
+
 static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const kda_bwd_scratch &w) {
     int C = s.C, K = s.K, V = s.V;
     kgemm g = {};
@@ -281,7 +288,6 @@ struct __align__(128) finish_smem {
     float betas[KDA_MAX_C], dbeta[KDA_MAX_C], dApart[FT], gl[FT], hdh[FT];
 };
 
-__device__ __forceinline__ float softplus20(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 __device__ __forceinline__ int kt_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 : 48; }  // rows j < 16·I
 __device__ __forceinline__ int pz_row0(int J) { return J == 0 ? 0 : J == 1 ? 48 : 80; } // rows j > 16·J + 15
 __device__ __forceinline__ void put_split(bf16 *hi, bf16 *lo, float x) {
@@ -560,7 +566,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     CU_LAUNCHED();
     // D3
     size_t d3smem = d3_layout_of(s).bytes;
-    if (kda_fused_fits(d3smem)) {
+    if (d3_fused(d3smem)) {
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
         kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w);
         CU_LAUNCHED();

@@ -142,9 +142,8 @@ struct kgemm {
 // out (M×N per chunk, rows < n only) = Σ alpha·op(A)·op(B), masked entries written as 0.
 void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
 
-// Whether a fused per-chunk kernel that needs this much dynamic shared memory can run on the
-// current GPU (its opt-in limit per block). KDA_CORE_UNFUSED=1 in the environment answers no,
-// so the chunk-GEMM path can be measured against the fused one.
-bool kda_fused_fits(size_t smem_bytes);
+// Whether a per-chunk kernel that needs this much dynamic shared memory per block can run on
+// the current GPU (its opt-in limit).
+bool kda_smem_fits(size_t smem_bytes);
 
 #endif

@@ -21,7 +21,6 @@ size_t cu_kda_saved_bytes(const kda_core_dims *d) {
     return kda_saved_layout(s, NULL, &sv);
 }
 
-__device__ __forceinline__ float softplus20(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
 // ---- 1. prep: grid (NT, H, B), 256 threads ----
 __global__ void __launch_bounds__(256)
@@ -281,7 +280,7 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     }
     __syncthreads();
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
-    tile_store_bf16(sv.Aqk + row0 * C, (size_t)s.H * C, &AF[0][0], IMP, n, C);
+    tile_store(sv.Aqk + row0 * C, (size_t)s.H * C, &AF[0][0], IMP, n, C);
     intra_inv &v = *(intra_inv *)intra_raw; // the slice buffers are no longer read
     intra_invert(v, LF);
     // Tinv: bf16 to the saved buffer and, as stored (rows ≥ n zero), to shared memory for the WY products
@@ -312,14 +311,14 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
         tile_gemm<false, false>(F, L.pf, CC, L.KP, wm, KMASK_NONE);
     }
     __syncthreads();
-    tile_store_bf16(sv.Wm + row0 * K, rsK, F, L.pf, n, K);
+    tile_store(sv.Wm + row0 * K, rsK, F, L.pf, n, K);
     __syncthreads();
     {
         tterm um[1] = {{mT, mvb, false, false, CC, 1.0f}};
         tile_gemm<false, false>(F, L.pf, CC, L.VP, um, KMASK_NONE);
     }
     __syncthreads();
-    tile_store_bf16(sv.Um + row0 * V, rsV, F, L.pf, n, V);
+    tile_store(sv.Um + row0 * V, rsV, F, L.pf, n, V);
 }
 
 // ---- 4. state scan: grid (ceil(V/VT), H, B), 256 threads, dynamic shared memory ----
@@ -426,7 +425,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
                                                  (const bf16 *)dt_bias, sv);
     CU_LAUNCHED();
     size_t ismem = intra_layout_of(s).bytes;
-    KDA_CHECK(kda_fused_fits(ismem) || getenv("KDA_CORE_UNFUSED"),
+    KDA_CHECK(kda_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
               "allows less (smaller heads fit: K=32 V=64 needs 96 KiB)", s.K, s.V, ismem);
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));

@@ -191,14 +191,12 @@ void kda_chunk_gemm(const kda_shape &s, const kgemm &g) {
     CU_LAUNCHED();
 }
 
-bool kda_fused_fits(size_t smem_bytes) {
+bool kda_smem_fits(size_t smem_bytes) {
     static int limit = -1;
     if (limit < 0) {
-        const char *e = getenv("KDA_CORE_UNFUSED");
-        int dev = 0, optin = 0;
+        int dev = 0;
         CU_CHECK(cudaGetDevice(&dev));
-        CU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        limit = e && *e && strcmp(e, "0") ? 0 : optin;
+        CU_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     }
     return smem_bytes <= (size_t)limit;
 }

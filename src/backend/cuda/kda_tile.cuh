@@ -157,39 +157,32 @@ __device__ __forceinline__ void tile_gemm(float *F, int ldf, int M, int N, const
     }
 }
 
-// Stores rows < nrows, columns < ncols of the fp32 shared matrix F to a chunk's token-major
-// fp32 rows (row r at dst + r·rstride). 16-byte stores where aligned.
-__device__ __forceinline__ void tile_store_f32(float *dst, size_t rstride, const float *F, int ldf, int nrows,
-                                               int ncols) {
-    bool vec = rstride % 4 == 0 && ((uintptr_t)dst & 15) == 0 && ncols % 4 == 0;
-    tile_walk w;
-    if (!w.init((ncols + 3) / 4)) return;
-    int q = w.q * 4;
-    for (int r = w.r0; r < nrows; r += w.rstep) {
-        const float *s = F + (size_t)r * ldf + q;
-        float *d = dst + (size_t)r * rstride + q;
-        if (vec) *(float4 *)d = *(const float4 *)s;
-        else
-            for (int t = 0; t < 4 && q + t < ncols; t++) d[t] = s[t];
-    }
-}
+__device__ __forceinline__ void put_elem(float *d, float x) { *d = x; }
+__device__ __forceinline__ void put_elem(bf16 *d, float x) { *d = f2bf(x); }
 
-// The same for bf16 destinations (8 values, one 16-byte store, where aligned).
-__device__ __forceinline__ void tile_store_bf16(bf16 *dst, size_t rstride, const float *F, int ldf, int nrows,
-                                                int ncols) {
-    bool vec = rstride % 8 == 0 && ((uintptr_t)dst & 15) == 0 && ncols % 8 == 0;
+// Stores rows < nrows, columns < ncols of the fp32 shared matrix F to a chunk's token-major
+// rows (row r at dst + r·rstride), fp32 or bf16 (rounded once), one 16-byte store a piece (4
+// floats or 8 bf16) where aligned.
+template <typename T>
+__device__ __forceinline__ void tile_store(T *dst, size_t rstride, const float *F, int ldf, int nrows, int ncols) {
+    constexpr int W = 16 / sizeof(T);
+    bool vec = rstride % W == 0 && ((uintptr_t)dst & 15) == 0 && ncols % W == 0;
     tile_walk w;
-    if (!w.init((ncols + 7) / 8)) return;
-    int q = w.q * 8;
+    if (!w.init((ncols + W - 1) / W)) return;
+    int q = w.q * W;
     for (int r = w.r0; r < nrows; r += w.rstep) {
         const float *s = F + (size_t)r * ldf + q;
-        bf16 *d = dst + (size_t)r * rstride + q;
+        T *d = dst + (size_t)r * rstride + q;
         if (vec) {
-            float x[8];
-            load16(s, x), load16(s + 4, x + 4);
-            store16(d, x);
+            float x[W];
+#pragma unroll
+            for (int t = 0; t < W; t += 4) load16(s + t, x + t);
+            if constexpr (sizeof(T) == 4)
+                *(float4 *)d = make_float4(x[0], x[1], x[2], x[3]);
+            else
+                store16((bf16 *)d, x);
         } else {
-            for (int t = 0; t < 8 && q + t < ncols; t++) d[t] = f2bf(s[t]);
+            for (int t = 0; t < W && q + t < ncols; t++) put_elem(d + t, s[t]);
         }
     }
 }
