@@ -181,9 +181,9 @@ build/data/tinyshakespeare-llama3.idx: data/tinyshakespeare.txt data/tokenizer/l
 clean:
 	rm -rf build build-san kda
 
-# the C sources in the style of .clang-format (clang-format 14, Debian's). Not the CUDA files:
-# clang-format 14 splits a launch whose grid expression holds a '<' (`k<<<n, d < 256 ? ...>>>`)
-# into code that does not compile.
-FORMAT_SRC = $(shell git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h' 2>/dev/null)
+# the C and CUDA sources in the style of .clang-format (clang-format 14, Debian's). clang-format 14
+# splits a launch whose configuration holds a '<' (`k<<<n, d < 256 ? ...>>>`) into code that does
+# not compile: compute such a value before the launch.
+FORMAT_SRC = $(shell git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.c' 'tests/*.h' 2>/dev/null)
 format:
 	clang-format -i --style=file $(FORMAT_SRC)

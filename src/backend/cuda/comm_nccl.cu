@@ -41,11 +41,10 @@ static struct {
     ncclResult_t (*GetVersion)(int *);
 } N;
 
-#define NC_CHECK(call)                                                                                   \
-    do {                                                                                                 \
-        ncclResult_t r_ = (call);                                                                        \
-        if (r_ != ncclSuccess)                                                                           \
-            kda_die_at(__FILE__, __LINE__, "NCCL call %s failed: %s", #call, N.GetErrorString(r_));       \
+#define NC_CHECK(call)                                                                                                 \
+    do {                                                                                                               \
+        ncclResult_t r_ = (call);                                                                                      \
+        if (r_ != ncclSuccess) kda_die_at(__FILE__, __LINE__, "NCCL call %s failed: %s", #call, N.GetErrorString(r_)); \
     } while (0)
 
 static void *sym(const char *name) {

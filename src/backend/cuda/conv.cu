@@ -28,8 +28,8 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 // WT: the registers' window (W for the common sizes, MAXW for the rest).
 enum { RF = 16 };
 template <int WT>
-__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w,
-                                  bf16 *__restrict__ y, int T, int C, int W) {
+__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+                                  int T, int C, int W) {
     int c8 = blockIdx.x * blockDim.x + threadIdx.x, c0 = 8 * c8;
     if (c0 >= C) return;
     int b = blockIdx.z, t0 = blockIdx.y * RF, t1 = min(T, t0 + RF);
@@ -80,8 +80,8 @@ void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int
         CU_LAUNCHED();
         return;
     }
-    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y,
-                                                                 B, T, C, W);
+    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y, B,
+                                                                   T, C, W);
     CU_LAUNCHED();
 }
 
@@ -99,9 +99,9 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
     for (int i = 0; i < MAXW; i++) {
         wf[i] = i < W ? bf2f(w[c * W + i]) : 0.0f;         // multiplies x[t−W+1+i]
         wr[i] = i < W ? bf2f(w[c * W + W - 1 - i]) : 0.0f; // multiplies x[t−i]
-        xw[i] = 0.0f;                                        // x[t−i]
-        dzb[i] = 0.0f;                                       // dz[t−i]
-        dwr[i] = 0.0f;                                       // dw[c, W−1−i]
+        xw[i] = 0.0f;                                      // x[t−i]
+        dzb[i] = 0.0f;                                     // dz[t−i]
+        dwr[i] = 0.0f;                                     // dw[c, W−1−i]
     }
 #pragma unroll
     for (int i = 1; i < MAXW; i++) // history before t0 (shifted into place by the first step)

@@ -21,11 +21,11 @@ extern "C" {
 
 typedef __nv_bfloat16 bf16;
 
-#define CU_CHECK(call)                                                                              \
-    do {                                                                                            \
-        cudaError_t e_ = (call);                                                                    \
-        if (e_ != cudaSuccess)                                                                      \
-            kda_die_at(__FILE__, __LINE__, "CUDA call %s failed: %s", #call, cudaGetErrorString(e_)); \
+#define CU_CHECK(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            kda_die_at(__FILE__, __LINE__, "CUDA call %s failed: %s", #call, cudaGetErrorString(e_));                  \
     } while (0)
 // After every kernel launch: catches bad launch configurations at the launch site.
 #define CU_LAUNCHED() CU_CHECK(cudaGetLastError())
@@ -90,7 +90,7 @@ __device__ __forceinline__ void load16(const bf16 *p, float *x) {
     unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int t = 0; t < 4; t++) {
-        x[2 * t] = __uint_as_float(w[t] << 16);           // bf16 → fp32: the high half of the word
+        x[2 * t] = __uint_as_float(w[t] << 16); // bf16 → fp32: the high half of the word
         x[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
     }
 }
@@ -145,8 +145,8 @@ template <typename R, typename... A, R (*f)(A...), int PHASE> struct cu_profiled
 
 // ---- gemm.cu: cuBLASLt, column-major C[m,n] = alpha·op(A)[m,k]·op(B)[k,n] + beta·C ----
 // A and B bf16; C bf16 or fp32 (c_f32); bias (bf16, length m) added when not NULL.
-void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C,
-             int ldc, int c_f32, float alpha, float beta, const void *bias);
+void cu_gemm(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, void *C, int ldc,
+             int c_f32, float alpha, float beta, const void *bias);
 // The same with the C read from Cin and written to C (D = alpha·op(A)·op(B) + beta·Cin).
 void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb, const void *Cin,
                 void *C, int ldc, int c_f32, float alpha, float beta, const void *bias);
@@ -167,8 +167,8 @@ double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N
                      void *dx, float *dE, long *n_valid);
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV);
 void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
-void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N,
-                    int d, int accumulate);
+void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
+                    int accumulate);
 void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
                           float eps);
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
@@ -194,8 +194,8 @@ double cu_sumsq(const float *g, size_t n);
 void cu_scale(float *g, float s, size_t n);
 void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
               float eps, float wd, float bc1, float bc2);
-void cu_adamw_multi(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg,
-                   float gscale, float lr, float beta1, float beta2, float eps, float bc1, float bc2);
+void cu_adamw_multi(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg, float gscale,
+                    float lr, float beta1, float beta2, float eps, float bc1, float bc2);
 void cu_master_to_work(const float *p, void *w, size_t n);
 int cu_has_nonfinite(const float *g, size_t n);
 

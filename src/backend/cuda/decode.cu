@@ -46,20 +46,19 @@ void cu_conv_silu_step(void *tail, const void *x, int ldx, const void *w, void *
     size_t n = (size_t)B * C;
     if (!n || T <= 0) return;
     KDA_CHECK(W >= 1 && W <= CONV_MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, CONV_MAXW);
-    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx,
-                                                                   (const bf16 *)w, (bf16 *)y, B, T, C, W);
+    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx, (const bf16 *)w,
+                                                                    (bf16 *)y, B, T, C, W);
     CU_LAUNCHED();
 }
-
 
 enum { REC_THREADS = 128 }; // >= K and >= V (both <= KDA_MAX_KV = 128)
 
 // grid (H, B), REC_THREADS threads; dynamic shared memory: S [K·V] + q, k, decay [K] + 2
 __global__ void __launch_bounds__(REC_THREADS)
-kda_recurrent_kernel(int T, int H, int K, int V, float scale, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                     const bf16 *__restrict__ v, const bf16 *__restrict__ f, const bf16 *__restrict__ bl,
-                     const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias, bf16 *__restrict__ o,
-                     float *__restrict__ Sio) {
+    kda_recurrent_kernel(int T, int H, int K, int V, float scale, const bf16 *__restrict__ q,
+                         const bf16 *__restrict__ k, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
+                         const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias,
+                         bf16 *__restrict__ o, float *__restrict__ Sio) {
     extern __shared__ float sm[];
     float *S = sm, *qs = S + (size_t)K * V, *ks = qs + K, *dec = ks + K, *nrm = dec + K;
     int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;

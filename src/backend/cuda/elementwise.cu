@@ -4,7 +4,7 @@
 // 16-byte aligned (the planned buffers are), the n % 8 tail and unaligned calls element by element.
 #include "backend/cuda/cuda_common.cuh"
 
-#define GRID_STRIDE(i, n) \
+#define GRID_STRIDE(i, n)                                                                                              \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -68,9 +68,9 @@ void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n) {
 
 void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n) {
     if (!n) return;
-    size_t n8 = groups8(n, cu_aligned16(gate) && cu_aligned16(up) && cu_aligned16(dz) && cu_aligned16(dgate) &&
-                               cu_aligned16(dup));
+    size_t n8 = groups8(
+        n, cu_aligned16(gate) && cu_aligned16(up) && cu_aligned16(dz) && cu_aligned16(dgate) && cu_aligned16(dup));
     swiglu_bwd_kernel<<<ew_blocks(n8, n), 256, 0, cu_stream>>>((const bf16 *)gate, (const bf16 *)up, (const bf16 *)dz,
-                                                              (bf16 *)dgate, (bf16 *)dup, n, n8);
+                                                               (bf16 *)dgate, (bf16 *)dup, n, n8);
     CU_LAUNCHED();
 }

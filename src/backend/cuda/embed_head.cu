@@ -24,13 +24,13 @@ __global__ void embed_fwd_kernel(const int32_t *__restrict__ ids, const bf16 *__
     int id = ids[n];
     bool ok = id >= 0 && id < NV;
     if (!ok && threadIdx.x == 0) *err = 1;
-    for (int j = threadIdx.x; j < d; j += blockDim.x)
-        out[(size_t)n * d + j] = ok ? E[(size_t)id * d + j] : f2bf(0.0f);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) out[(size_t)n * d + j] = ok ? E[(size_t)id * d + j] : f2bf(0.0f);
 }
 
 void cu_embed_fwd(const int32_t *ids, const void *E, void *out, int N, int d, int NV) {
     if (N <= 0) return;
-    embed_fwd_kernel<<<N, d < 256 ? 64 : 256, 0, cu_stream>>>(ids, (const bf16 *)E, (bf16 *)out, N, d, NV, cu_err_flag);
+    int threads = d < 256 ? 64 : 256;
+    embed_fwd_kernel<<<N, threads, 0, cu_stream>>>(ids, (const bf16 *)E, (bf16 *)out, N, d, NV, cu_err_flag);
     CU_LAUNCHED();
 }
 
@@ -110,7 +110,10 @@ enum { CE_THREADS = 1024, CE_SCRATCH_BYTES = 1024 << 20, SUM_THREADS = 1024 };
 
 __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
     if (m2 == -INFINITY) return;
-    if (m == -INFINITY) { m = m2, s = s2; return; }
+    if (m == -INFINITY) {
+        m = m2, s = s2;
+        return;
+    }
     float mx = fmaxf(m, m2);
     s = s * __expf(m - mx) + s2 * __expf(m2 - mx);
     m = mx;
@@ -134,9 +137,9 @@ __device__ __forceinline__ void lse_add8(float &m, float &s, const float *x) {
 // Rows are read 16 bytes at a time when NV is a multiple of 8 (rows then stay 16-byte aligned):
 // a pass for (max, Σ exp), then a pass that writes the gradient; with one 256 KB row per SM in
 // flight (128,256 classes) the second read mostly hits L2.
-__global__ void __launch_bounds__(CE_THREADS) ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets,
-                                                             int NV, float grad_scale, int grad, float *__restrict__ loss,
-                                                             int *err) {
+__global__ void __launch_bounds__(CE_THREADS)
+    ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV, float grad_scale, int grad,
+                   float *__restrict__ loss, int *err) {
     __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
     __shared__ float lse_s;
     int row = blockIdx.x;
@@ -206,8 +209,8 @@ __global__ void __launch_bounds__(CE_THREADS) ce_rows_kernel(bf16 *__restrict__ 
 
 // out[0] = Σ loss[i] over rows with loss ≥ 0, out[1] = their count: one block, a fixed order
 // (each thread a strided run, then a tree), in double.
-__global__ void __launch_bounds__(SUM_THREADS) ce_loss_sum_kernel(const float *__restrict__ loss, int N,
-                                                                  double *__restrict__ out) {
+__global__ void __launch_bounds__(SUM_THREADS)
+    ce_loss_sum_kernel(const float *__restrict__ loss, int N, double *__restrict__ out) {
     __shared__ double st[SUM_THREADS], sc[SUM_THREADS];
     double t = 0.0, c = 0.0;
     for (int i = threadIdx.x; i < N; i += SUM_THREADS)
@@ -274,7 +277,7 @@ double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N
         // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
         cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
         ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL, loss + n0,
-                                                       cu_err_flag);
+                                                        cu_err_flag);
         CU_LAUNCHED();
         if (dx) {
             // dxᵀ[d,n] = E[d,NV]·dlogitsᵀ[NV,n]

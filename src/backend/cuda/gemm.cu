@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CUBLAS_CHECK(call)                                                                   \
-    do {                                                                                     \
-        cublasStatus_t s_ = (call);                                                          \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                     \
-            kda_die_at(__FILE__, __LINE__, "cuBLASLt call %s failed: status %d (%s)", #call, \
-                       (int)s_, cublasLtGetStatusString(s_));                                \
+#define CUBLAS_CHECK(call)                                                                                             \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                               \
+            kda_die_at(__FILE__, __LINE__, "cuBLASLt call %s failed: status %d (%s)", #call, (int)s_,                  \
+                       cublasLtGetStatusString(s_));                                                                   \
     } while (0)
 
 enum { WORKSPACE_BYTES = 32 << 20, MAX_PLANS = 256 };
@@ -32,8 +32,8 @@ struct plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    long calls;  // cu_gemm calls that used this plan
-    float beta;  // the last call's beta (the survey times with it)
+    long calls; // cu_gemm calls that used this plan
+    float beta; // the last call's beta (the survey times with it)
 };
 
 static cublasLtHandle_t lt;
@@ -103,10 +103,10 @@ static plan *plan_get(const plan_key *key) {
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     }
     // stored shapes (column-major): A is m×k (k×m when transposed), B is k×n (n×k)
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, key->ta ? key->k : key->m,
-                                            key->ta ? key->m : key->k, key->lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, key->tb ? key->n : key->k,
-                                            key->tb ? key->k : key->n, key->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, key->ta ? key->k : key->m, key->ta ? key->m : key->k,
+                                            key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, key->tb ? key->n : key->k, key->tb ? key->k : key->n,
+                                            key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ct, key->m, key->n, key->ldc));
 
     cublasLtMatmulHeuristicResult_t res;
@@ -221,7 +221,8 @@ void cu_gemm_survey(FILE *out, int steps, int adopt) {
     survey_row *rows = (survey_row *)calloc(n_plans ? n_plans : 1, sizeof *rows);
     int nr = 0;
     for (int i = 0; i < n_plans; i++)
-        if (plans[i].calls > 0 && survey_plan(&plans[i], &rows[nr], e0, e1)) nr++;
+        if (plans[i].calls > 0 && survey_plan(&plans[i], &rows[nr], e0, e1))
+            nr++;
         else if (plans[i].calls > 0)
             fprintf(out, "  GEMM survey: m=%d n=%d k=%d left out (its scratch operands do not fit)\n", plans[i].key.m,
                     plans[i].key.n, plans[i].key.k);
@@ -241,8 +242,10 @@ void cu_gemm_survey(FILE *out, int steps, int adopt) {
                 per * rows[i].best_ms, rows[i].best, rows[i].n, fl / (rows[i].heur_ms * 1e9),
                 fl / (rows[i].best_ms * 1e9));
     }
-    fprintf(out, "  GEMM survey: %d problems, %.1f ms a step with the chosen algorithms, %.1f ms with the fastest (%.1f%%)\n",
-            nr, tot_h, tot_b, tot_h > 0 ? 100.0 * (tot_b - tot_h) / tot_h : 0.0);
+    fprintf(
+        out,
+        "  GEMM survey: %d problems, %.1f ms a step with the chosen algorithms, %.1f ms with the fastest (%.1f%%)\n",
+        nr, tot_h, tot_b, tot_h > 0 ? 100.0 * (tot_b - tot_h) / tot_h : 0.0);
     if (adopt) fprintf(out, "  GEMM survey: the fastest algorithms are in use from here on\n");
     free(rows);
     CU_CHECK(cudaEventDestroy(e0));
@@ -258,7 +261,8 @@ void cu_linear_fwd(const void *x, int ldx, const void *W, const void *bias, cons
 }
 
 // dbias[o] += Σ_n dy[n,o]: block (32 columns × 8 row lanes) sums a fixed row range.
-__global__ void bias_grad_partial(const bf16 *__restrict__ dy, int N, int O, int rows_per_blk, float *__restrict__ part) {
+__global__ void bias_grad_partial(const bf16 *__restrict__ dy, int N, int O, int rows_per_blk,
+                                  float *__restrict__ part) {
     __shared__ float s[8][33];
     int o = blockIdx.x * 32 + threadIdx.x;
     int r0 = blockIdx.y * rows_per_blk, r1 = min(N, r0 + rows_per_blk);

@@ -36,15 +36,15 @@ static inline kda_shape kda_shape_of(const kda_core_dims *d) {
 
 // Forward results kept for the backward (all inside the caller's 'saved' buffer).
 struct kda_saved {
-    bf16 *qn, *kn;       // l2-normalised q, k                      [R,K]
-    float *rq, *rk;      // their 1/norm                             [R]
-    float *G;            // Γ: chunk-local cumulative log-decay      [R,K]
-    float *beta;         // sigmoid(b)                               [R]
-    bf16 *qg, *kg, *kb;  // q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ            [R,K]
-    bf16 *vb;            // β·v                                      [R,V]
-    bf16 *Aqk, *Tinv;    // intra-chunk attention, (I+L)^-1          [R,C]
-    bf16 *Wm, *Um, *Vn;  // WY factors and the new values δ          [R,K], [R,V], [R,V]
-    bf16 *h;             // state at the start of each chunk         [NC,K,V]
+    bf16 *qn, *kn;      // l2-normalised q, k                      [R,K]
+    float *rq, *rk;     // their 1/norm                             [R]
+    float *G;           // Γ: chunk-local cumulative log-decay      [R,K]
+    float *beta;        // sigmoid(b)                               [R]
+    bf16 *qg, *kg, *kb; // q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ            [R,K]
+    bf16 *vb;           // β·v                                      [R,V]
+    bf16 *Aqk, *Tinv;   // intra-chunk attention, (I+L)^-1          [R,C]
+    bf16 *Wm, *Um, *Vn; // WY factors and the new values δ          [R,K], [R,V], [R,V]
+    bf16 *h;            // state at the start of each chunk         [NC,K,V]
 };
 
 static inline size_t kda_saved_layout(const kda_shape &s, void *base, kda_saved *o) {
@@ -128,14 +128,14 @@ static inline kview kv_state(const void *p, int rows, int ld, int trans) {
 
 struct kgemm_term {
     kview A, B;
-    int Kd;      // inner size
+    int Kd; // inner size
     float alpha;
 };
 
 struct kgemm {
     int M, N, nterms;
     kgemm_term t[2];
-    void *out;   // token-major [B,T,H,out_ld]
+    void *out; // token-major [B,T,H,out_ld]
     int out_f32, out_ld, mask;
 };
 

@@ -21,12 +21,11 @@ size_t cu_kda_saved_bytes(const kda_core_dims *d) {
     return kda_saved_layout(s, NULL, &sv);
 }
 
-
 // ---- 1. prep: grid (NT, H, B), 256 threads ----
 __global__ void __launch_bounds__(256)
-kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
-                const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log,
-                const bf16 *__restrict__ dt_bias, kda_saved sv) {
+    kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
+                    const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log,
+                    const bf16 *__restrict__ dt_bias, kda_saved sv) {
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int n = min(s.C, s.T - c * s.C);
     int K = s.K, V = s.V;
@@ -108,7 +107,9 @@ struct intra_slice { // one key slice
     bf16 kth[KDA_MAX_C][DOP], ktl[KDA_MAX_C][DOP]; // k⊙e^{Γ−Γ_I0(r)}
     bf16 krh[IOR][DOP], krl[IOR][DOP];             // k⊙e^{Γ_I0−Γ}: block I = 1, 2, 3 at rows 0, 16, 48
 };
-struct intra_inv { float X[KDA_MAX_C][IXP], Y[3 * 256]; };
+struct intra_inv {
+    float X[KDA_MAX_C][IXP], Y[3 * 256];
+};
 
 struct intra_layout {
     int KP, VP, pk, pv, pf;
@@ -420,23 +421,27 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     kda_saved sv;
     kda_saved_layout(s, saved, &sv);
     dim3 grid(s.NT, s.H, s.B);
-    kda_prep_kernel<<<grid, 256, 0, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-                                                 (const bf16 *)f, (const bf16 *)b, (const bf16 *)A_log,
-                                                 (const bf16 *)dt_bias, sv);
+    kda_prep_kernel<<<grid, 256, 0, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f,
+                                                 (const bf16 *)b, (const bf16 *)A_log, (const bf16 *)dt_bias, sv);
     CU_LAUNCHED();
     size_t ismem = intra_layout_of(s).bytes;
     KDA_CHECK(kda_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
-              "allows less (smaller heads fit: K=32 V=64 needs 96 KiB)", s.K, s.V, ismem);
+              "allows less (smaller heads fit: K=32 V=64 needs 96 KiB)",
+              s.K, s.V, ismem);
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
     kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     size_t smem = scan_smem::bytes(s.K, s.C);
     int ku = (s.K + 15) / 16;
-    if (ku <= 1) launch_scan<1>(kda_scan_fwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    else if (ku <= 2) launch_scan<2>(kda_scan_fwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    else if (ku <= 4) launch_scan<4>(kda_scan_fwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    else launch_scan<8>(kda_scan_fwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    if (ku <= 1)
+        launch_scan<1>(kda_scan_fwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else if (ku <= 2)
+        launch_scan<2>(kda_scan_fwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else if (ku <= 4)
+        launch_scan<4>(kda_scan_fwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
+    else
+        launch_scan<8>(kda_scan_fwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
     CU_LAUNCHED();
     kgemm go = {};
     go.nterms = 2, go.M = s.C, go.N = s.V, go.out = o, go.out_f32 = 0, go.out_ld = s.V, go.mask = KMASK_NONE;

@@ -43,8 +43,7 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // where the row length and the pointer allow it; such bf16 pieces are copied as they are, with
 // cp.async (the caller waits for them before its barrier).
 __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, int b, int c, int h, int n, int X0,
-                                            int XL, int xmax, int Y0, int YL, int ymax, bf16 *hi, bf16 *lo,
-                                            int pitch) {
+                                            int XL, int xmax, int Y0, int YL, int ymax, bf16 *hi, bf16 *lo, int pitch) {
     int R0 = v.trans ? Y0 : X0, RL = v.trans ? YL : XL, Q0 = v.trans ? X0 : Y0, QL = v.trans ? XL : YL;
     int rmax = v.trans ? ymax : xmax, qmax = v.trans ? xmax : ymax;
     size_t base, rstride; // stored row r starts at element base + r·rstride
@@ -95,8 +94,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> facc;
 // One staged 64-deep slice: part[f] += op(A)[wr.., :]·op(B)[:, wc+16f..] for this warp's two
 // 16×16 tiles. TA/TB: the operand was staged in its stored (transposed) orientation.
 template <bool TA, bool TB>
-__device__ __forceinline__ void mma_slice(const gemm_smem &sm, int wr, int wc, bool splitA, bool splitB,
-                                          facc part[2]) {
+__device__ __forceinline__ void mma_slice(const gemm_smem &sm, int wr, int wc, bool splitA, bool splitB, facc part[2]) {
     typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
     typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
 #pragma unroll
@@ -138,11 +136,15 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
             cp_async_wait_all();
             __syncthreads();
             if (tm.A.trans) {
-                if (tm.B.trans) mma_slice<true, true>(sm, wr, wc, splitA, splitB, part);
-                else mma_slice<true, false>(sm, wr, wc, splitA, splitB, part);
+                if (tm.B.trans)
+                    mma_slice<true, true>(sm, wr, wc, splitA, splitB, part);
+                else
+                    mma_slice<true, false>(sm, wr, wc, splitA, splitB, part);
             } else {
-                if (tm.B.trans) mma_slice<false, true>(sm, wr, wc, splitA, splitB, part);
-                else mma_slice<false, false>(sm, wr, wc, splitA, splitB, part);
+                if (tm.B.trans)
+                    mma_slice<false, true>(sm, wr, wc, splitA, splitB, part);
+                else
+                    mma_slice<false, false>(sm, wr, wc, splitA, splitB, part);
             }
         }
 #pragma unroll
@@ -177,8 +179,10 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
             }
         } else {
             for (int t = 0; t < 8 && j + t < g.N; t++) {
-                if (g.out_f32) ((float *)g.out)[o + t] = v[t];
-                else ((bf16 *)g.out)[o + t] = f2bf(v[t]);
+                if (g.out_f32)
+                    ((float *)g.out)[o + t] = v[t];
+                else
+                    ((bf16 *)g.out)[o + t] = f2bf(v[t]);
             }
         }
     }

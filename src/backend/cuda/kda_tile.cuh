@@ -103,8 +103,7 @@ struct tterm {
 typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> tacc;
 
 // part += op(A)[i0..i0+15, :] · op(B)[:, j0..j0+15] over the inner size, in the order of kda_gemm.cu.
-template <bool TA, bool TB>
-__device__ __forceinline__ void tile_mma(tacc &part, const tterm &t, int i0, int j0) {
+template <bool TA, bool TB> __device__ __forceinline__ void tile_mma(tacc &part, const tterm &t, int i0, int j0) {
     using namespace nvcuda;
     typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
     typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;

@@ -76,12 +76,13 @@ __global__ void rmsnorm_fwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
 void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps) {
     if (N <= 0) return;
     if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(y)) {
-        rmsnorm_fwd_vec<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d, eps);
+        rmsnorm_fwd_vec<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d,
+                                                            eps);
         CU_LAUNCHED();
         return;
     }
     rmsnorm_fwd_kernel<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d,
-                                                          eps);
+                                                           eps);
     CU_LAUNCHED();
 }
 
@@ -127,8 +128,8 @@ __device__ __forceinline__ void smem_add8(float *p, const float *v) { // p 16-by
 
 // rmsnorm_bwd_kernel with 8 elements per lane and 16-byte accesses (d % 8 == 0, aligned pointers)
 __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ rstd,
-                                const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part, int N, int d,
-                                int accumulate) {
+                                const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part, int N,
+                                int d, int accumulate) {
     extern __shared__ float4 dws4[]; // [wpb][d] floats
     float *dws = (float *)dws4;
     int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = d / 8;
@@ -271,7 +272,7 @@ void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, 
         return;
     }
     gated_rmsnorm_fwd_kernel<<<(rows + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)o, (const bf16 *)u, (const bf16 *)w,
-                                                                   (bf16 *)y, rstd, rows, V, eps);
+                                                                    (bf16 *)y, rstd, rows, V, eps);
     CU_LAUNCHED();
 }
 

@@ -44,8 +44,12 @@ void cu_check_error_flag(void) {
     int flag = 0;
     CU_CHECK(cudaMemcpyAsync(&flag, cu_err_flag, sizeof flag, cudaMemcpyDeviceToHost, cu_stream));
     CU_CHECK(cudaStreamSynchronize(cu_stream));
-    if (flag == 1) kda_die("a token id outside [0, vocab_size) reached the GPU embedding; check the data against the tokenizer's vocab_size");
-    if (flag == 2) kda_die("a target id outside [0, vocab_size) (and not -100) reached the GPU loss; check the data against the tokenizer's vocab_size");
+    if (flag == 1)
+        kda_die(
+            "a token id outside [0, vocab_size) reached the GPU embedding; check the data against the tokenizer's vocab_size");
+    if (flag == 2)
+        kda_die(
+            "a target id outside [0, vocab_size) (and not -100) reached the GPU loss; check the data against the tokenizer's vocab_size");
 }
 
 // ---- memory ----
@@ -87,7 +91,7 @@ static void cu_sync(void) {
 // a fixed order, so the result is the same run to run. (One thread a column summing all G rows
 // left 4 blocks busy for the 1024 columns of a norm weight: ~80 µs a call.)
 __global__ void __launch_bounds__(1024)
-colreduce_add_kernel(const float *__restrict__ partial, int G, size_t ncols, float *__restrict__ out) {
+    colreduce_add_kernel(const float *__restrict__ partial, int G, size_t ncols, float *__restrict__ out) {
     __shared__ float s[32][33];
     size_t j = (size_t)blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
@@ -147,8 +151,8 @@ static const kda_ops cuda_ops = {
     .name = "cuda",
     .act_bytes = 2,
     .w_bytes = 2,
-    .work_is_master = 0, // bf16 working copy of the fp32 master
-    .host_memory = 0,    // device memory: collectives through NCCL
+    .work_is_master = 0,  // bf16 working copy of the fp32 master
+    .host_memory = 0,     // device memory: collectives through NCCL
     .peak_tflops = 989.4, // H100 SXM dense bf16, the MFU reference of kda bench
     .alloc = cu_alloc,
     .free = cu_free,
@@ -192,7 +196,7 @@ static const kda_ops cuda_ops = {
 
 extern "C" const kda_ops *kda_ops_cuda_sizing(void) { return &cuda_ops; }
 
-static int probed;          // 0: not yet, 1: usable, -1: not usable
+static int probed; // 0: not yet, 1: usable, -1: not usable
 static char why_buf[1024], desc_buf[1024];
 
 #ifndef KDA_CUDA_ARCHS
@@ -235,8 +239,9 @@ static int check_device(int dev) {
     if (fa.binaryVersion == cc && fa.ptxVersion == cc)
         snprintf(path, sizeof path, "native sm_%d kernels", cc);
     else if (fa.ptxVersion < cc && fa.binaryVersion == cc)
-        snprintf(path, sizeof path, "portable kernels: compute_%d PTX compiled by the driver (no sm_%d code in this build)",
-                 fa.ptxVersion, cc);
+        snprintf(path, sizeof path,
+                 "portable kernels: compute_%d PTX compiled by the driver (no sm_%d code in this build)", fa.ptxVersion,
+                 cc);
     else
         snprintf(path, sizeof path, "portable kernels: sm_%d binary", fa.binaryVersion);
     snprintf(desc_buf, sizeof desc_buf, "GPU %d %s, compute capability %d.%d, %d SMs, %.1f GiB; %s; built for %s", dev,

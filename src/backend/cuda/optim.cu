@@ -3,7 +3,7 @@
 // and master → working copy.
 #include "backend/cuda/cuda_common.cuh"
 
-#define GRID_STRIDE(i, n) \
+#define GRID_STRIDE(i, n)                                                                                              \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 enum { SUMSQ_BLOCKS = 1024, SUMSQ_THREADS = 256 };
@@ -13,8 +13,8 @@ enum { SUMSQ_BLOCKS = 1024, SUMSQ_THREADS = 256 };
 // result does not depend on which block finished when. One launch; 8 bytes come back.
 __device__ unsigned sumsq_done;
 
-__global__ void __launch_bounds__(SUMSQ_THREADS) sumsq_kernel(const float *__restrict__ g, size_t n, int vec,
-                                                               double *__restrict__ part, double *__restrict__ out) {
+__global__ void __launch_bounds__(SUMSQ_THREADS)
+    sumsq_kernel(const float *__restrict__ g, size_t n, int vec, double *__restrict__ part, double *__restrict__ out) {
     __shared__ double s[SUMSQ_THREADS];
     __shared__ bool last;
     double acc = 0.0;
@@ -73,9 +73,7 @@ double cu_sumsq(const float *g, size_t n) {
     return s;
 }
 
-__global__ void scale_kernel(float *g, float s, size_t n) {
-    GRID_STRIDE(i, n) g[i] *= s;
-}
+__global__ void scale_kernel(float *g, float s, size_t n) { GRID_STRIDE(i, n) g[i] *= s; }
 
 void cu_scale(float *g, float s, size_t n) {
     if (!n) return;
@@ -123,7 +121,7 @@ void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, f
     if (!n) return;
     KDA_CHECK((void *)p != w, "adamw: the CUDA backend keeps a separate bf16 working copy; w must not alias p");
     adamw_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>(p, (bf16 *)w, g, m, v, n, lr, beta1, beta2, eps, wd, bc1,
-                                                         bc2);
+                                                           bc2);
     CU_LAUNCHED();
 }
 
@@ -195,8 +193,8 @@ static struct {
     unsigned nitems;
 } am;
 
-void cu_adamw_multi(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg,
-                    float gscale, float lr, float beta1, float beta2, float eps, float bc1, float bc2) {
+void cu_adamw_multi(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg, float gscale,
+                    float lr, float beta1, float beta2, float eps, float bc1, float bc2) {
     if (nseg <= 0) return;
     KDA_CHECK((void *)p != w, "adamw_multi: the CUDA backend keeps a separate bf16 working copy; w must not alias p");
     bool same = nseg == am.nseg;

@@ -71,8 +71,10 @@ void cu_profile_end(kda_phase_times *out) {
         float ms = 0;
         CU_CHECK(cudaEventElapsedTime(&ms, spans[i].t0, spans[i].t1));
         out->ms[spans[i].phase] += ms;
-        if (spans[i].parent >= 0) out->ms[spans[spans[i].parent].phase] -= ms;
-        else out->busy_ms += ms;
+        if (spans[i].parent >= 0)
+            out->ms[spans[spans[i].parent].phase] -= ms;
+        else
+            out->busy_ms += ms;
     }
     if (n_spans > 0) {
         int last = 0; // the last top-level span ends last
