@@ -11,6 +11,8 @@
 #      memory lines are test_mem_plan.c's table), the recompute settings' plans and peaks, the
 #      portable build's step;
 #   p: the parity run alone (as in f2);
+#   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
+#      step at 32 and 64 x 2048 with their memory plans;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -48,6 +50,22 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
     STEPS=5 timeout 560 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA step table"
     tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    ;;
+t)
+    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=120 KDA_DEVICE_LOG=device_log_native.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A12 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
+    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=110 KDA_DEVICE_LOG=device_log_ptx80.txt \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A12 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
+    KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
+    for mb in 32 64; do
+        echo "== 300M ${mb}x2048"
+        timeout 100 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=$mb \
+            --set global_batch_size=$mb --steps 3 --warmup 1 | grep -E "step |phase|memory"
+    done
+    lap "steps"
     ;;
 p)
     fla_env
