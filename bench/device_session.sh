@@ -44,6 +44,15 @@ fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     mkdir -p $TRITON_CACHE_DIR
     [ -f $N/triton_cache.tgz ] && tar xzf $N/triton_cache.tgz -C $TRITON_CACHE_DIR
 }
+tests_on() { # build dir, steps, budget (s), log name, label: tests/cuda/run_device_tests.sh, its summary
+    KDA_DEVICE_BIN=$1 KDA_DEVICE_STEPS=$2 KDA_DEVICE_BUDGET_S=$3 KDA_DEVICE_LOG=$4 \
+        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
+    grep -A20 "=== summary" "$OUTDIR/$4"; lap "$5"
+}
+both_builds() { # budgets (s) of the native and the portable build's tests
+    tests_on $N ops,kda,step,decode,sanitizer "$1" device_log_native.txt "native device tests"
+    tests_on $P ops,kda,step,decode "$2" device_log_ptx80.txt "portable (compute_80 PTX) device tests"
+}
 case "$1" in
 f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
     fla_env
@@ -52,12 +61,7 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
     tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
     ;;
 t)
-    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=120 KDA_DEVICE_LOG=device_log_native.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A12 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
-    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=110 KDA_DEVICE_LOG=device_log_ptx80.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A12 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    both_builds 120 110
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
     KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
     for mb in 32 64; do
@@ -92,9 +96,7 @@ f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps re
     tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
     ;;
 k)
-    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=200 KDA_DEVICE_LOG=device_log_native.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A20 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
+    tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
     KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
     echo "== KDA core, fused (default) then KDA_CORE_UNFUSED=1"
@@ -110,12 +112,7 @@ k)
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
     ;;
 w)
-    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_native.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A12 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
-    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=120 KDA_DEVICE_LOG=device_log_ptx80.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A12 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    both_builds 150 120
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
     bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
@@ -127,12 +124,7 @@ w)
     lap "recompute and portable steps"
     ;;
 v)
-    KDA_DEVICE_STEPS=ops,kda,step,decode,sanitizer KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_native.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A12 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
-    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=150 KDA_DEVICE_LOG=device_log_ptx80.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A12 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    both_builds 150 150
     for mb in 16 32 64; do
         echo "== 300M ${mb}x2048: memory plan vs measured peak"
         timeout 100 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=$mb \
@@ -158,12 +150,8 @@ v)
     tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
     ;;
 a)
-    KDA_DEVICE_STEPS=ops,kda,step,nccl,decode,sanitizer KDA_DEVICE_BUDGET_S=170 KDA_DEVICE_LOG=device_log_native.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A20 "=== summary" "$OUTDIR/device_log_native.txt"; lap "native device tests"
-    KDA_DEVICE_BIN=$P KDA_DEVICE_STEPS=ops,kda,step,decode KDA_DEVICE_BUDGET_S=200 KDA_DEVICE_LOG=device_log_ptx80.txt \
-        bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
-    grep -A20 "=== summary" "$OUTDIR/device_log_ptx80.txt"; lap "portable (compute_80 PTX) device tests"
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 170 device_log_native.txt "native device tests"
+    tests_on $P ops,kda,step,decode 200 device_log_ptx80.txt "portable (compute_80 PTX) device tests"
     [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | tail -25
     timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"; echo "(portable:)"; timeout 90 $P/bench_kda_cuda 16 32 | grep "^ours"
     lap "kernel benchmarks"
