@@ -8,8 +8,8 @@
 #      oversized micro-batch refused up front, the GEMM algorithm survey (kda bench
 #      --gemm-survey) at 300M and 1B, the portable build's KDA core against FLA and float64;
 #   w: a step change: the device tests on both builds, kda's side of bench/step_vs_fla.sh (its
-#      memory lines are test_mem_plan.c's table), the recompute settings' plans and peaks, the
-#      portable build's step;
+#      memory lines are test_mem_plan.c's table), the SM clock and power during the 300M step, the
+#      recompute settings' plans and peaks, the portable build's step;
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -52,6 +52,20 @@ tests_on() { # build dir, steps, budget (s), log name, label: tests/cuda/run_dev
 both_builds() { # budgets (s) of the native and the portable build's tests
     tests_on $N ops,kda,step,decode,sanitizer "$1" device_log_native.txt "native device tests"
     tests_on $P ops,kda,step,decode "$2" device_log_ptx80.txt "portable (compute_80 PTX) device tests"
+}
+clocks_during() { # label, command...: the SM clock and power while the command runs (GEMMs alone run
+    # ~20% faster than inside the step: throttling under the step's sustained load?)
+    local label=$1; shift
+    nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 > "$OUTDIR/clocks.csv" &
+    local smi=$!
+    "$@"
+    kill $smi 2>/dev/null; wait $smi 2>/dev/null
+    python3 - "$OUTDIR/clocks.csv" "$label" <<'PY'
+import sys, statistics
+rows = [l.split(",") for l in open(sys.argv[1]) if l.count(",") == 1]
+mhz = sorted(float(a) for a, b in rows); w = sorted(float(b) for a, b in rows)
+if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} MHz (min {mhz[0]:.0f}), power median {statistics.median(w):.0f} W (max {w[-1]:.0f}), {len(rows)} samples")
+PY
 }
 case "$1" in
 f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
@@ -115,6 +129,7 @@ w)
     both_builds 150 120
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
+    clocks_during "300M 32x2048 steps" bench300 $N "300M 32x2048 (clocks)" ""
     bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
     bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
     echo "== 1B 16x2048, recompute selective"
