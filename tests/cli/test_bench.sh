@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# kda bench on the CPU: one timed step of a small model prints the step time, tokens/s and the
+# memory plan; --gemm-survey on a backend without GEMM plans says so and changes nothing else.
+. "$(dirname "$0")/lib.sh"
+out=$($KDA bench configs/tiny-bytes.yaml --device cpu --steps 1 --warmup 0 --gemm-survey 2>&1); rc=$?
+[ $rc -eq 0 ] && ok "bench --gemm-survey on the CPU exits 0" || bad "bench --gemm-survey: exit $rc: $out"
+grep -q "^  GEMM survey: the cpu backend has none$" <<<"$out" && ok "the CPU backend says it has no GEMM survey" \
+  || bad "no 'has none' line: $out"
+grep -qE "^  step [0-9.]+ ms \(median of 1; .*\) \| [0-9]+ tokens/s" <<<"$out" && ok "one timed step: ms and tokens/s" \
+  || bad "no step line: $out"
+grep -qE "^  memory planned: parameters\+grads\+Adam" <<<"$out" && ok "the memory plan line" || bad "no plan line: $out"
+grep -q "surveyed GEMM algorithms" <<<"$out" && bad "a surveyed-steps line without a survey: $out" \
+  || ok "no surveyed-steps line where nothing was surveyed"
+finish
