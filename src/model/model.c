@@ -15,9 +15,7 @@ struct kda_layer_acts {
     void *h_in;                  // [N,d] layer input (residual stream)
     float *rstd1;                // [N]
     void *xn;                    // [N,d] attn_norm output
-    void *proj;                  // [N,P] the five projections of xn side by side (P = proj_width):
-    void *q_pre, *k_pre, *v_pre; //   its columns: q, k, v before the conv (Dk, Dk, Dv wide)
-    void *f_low, *g_low;         //   and the low-rank gate inputs (r, r); rows P apart
+    void *proj;                  // [N,P] the five projections of xn side by side (proj_cols_of)
     void *q, *k, *v;             // conv+SiLU outputs (core inputs)
     void *f;                     // [N,Dg]
     void *b;                     // [N,H]
@@ -35,13 +33,27 @@ struct kda_layer_acts {
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
     void *dz, *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
-    void *dproj, *dq_pre, *dk_pre, *dv_pre, *dflow, *dglow; // [N,P] and its columns, as acts' proj
+    void *dproj; // [N,P] the gradient of acts' proj
 };
 
 // The five projections of the attention input xn (q, k, v, f_proj.0, g_proj.0) are one GEMM:
 // their weights follow each other in the parameter buffers (model_params.c), so together they are
 // one [P, d] weight, and their outputs are the columns of one [N, P] activation.
 static int proj_width(const kda_config *c) { return 2 * c->key_dim + c->value_dim + 2 * c->head_v_dim; }
+
+// The columns of a [N, P] projection buffer (rows P = proj_width apart): q, k, v before the conv
+// (Dk, Dk, Dv wide) and the low-rank gate inputs f_low, g_low (r wide each).
+typedef struct {
+    void *q, *k, *v, *f_low, *g_low;
+} proj_cols;
+
+static proj_cols proj_cols_of(const kda_model *m, void *proj) {
+    const kda_config *c = &m->cfg;
+    size_t e = (size_t)m->ops->act_bytes;
+    int Dk = c->key_dim, Dv = c->value_dim, r = c->head_v_dim;
+    char *p = proj;
+    return (proj_cols){p, p + e * Dk, p + e * 2 * Dk, p + e * (2 * Dk + Dv), p + e * (2 * Dk + Dv + r)};
+}
 
 // ---- the model's backend buffers: sized in one place ---------------------------------------
 // model_buffers sizes every backend buffer kda_model_create allocates. With a model it allocates
@@ -111,16 +123,6 @@ static void *buf(sizer *z, size_t *part, size_t bytes) {
 #define ACTS(z, part, elems) buf(z, part, (size_t)(elems) * (size_t)(z)->ops->act_bytes)
 #define F32S(z, part, elems) buf(z, part, (size_t)(elems) * sizeof(float))
 
-// The columns of a [N, P] projection buffer (NULL when only counting).
-static void proj_columns(const kda_ops *o, const kda_config *c, void *proj, void **q, void **k, void **v, void **fl,
-                         void **gl) {
-    size_t e = (size_t)o->act_bytes;
-    char *p = proj;
-    int Dk = c->key_dim, Dv = c->value_dim, r = c->head_v_dim;
-    *q = p, *k = p ? p + e * Dk : NULL, *v = p ? p + e * 2 * Dk : NULL;
-    *fl = p ? p + e * (2 * Dk + Dv) : NULL, *gl = p ? p + e * (2 * Dk + Dv + r) : NULL;
-}
-
 // One layer's buffers; with 'first' (layer 0's), recomputed fields share its buffers (and are
 // counted once, as acts_shared).
 static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int B, int T, kda_layer_acts *a,
@@ -145,7 +147,6 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(rstd1, F32S(z, &mm->acts_layers, N));
     ACT(xn, ACTS(z, &mm->acts_layers, N * d));
     ACT(proj, ACTS(z, &mm->acts_layers, N * proj_width(c)));
-    proj_columns(z->ops, c, a->proj, &a->q_pre, &a->k_pre, &a->v_pre, &a->f_low, &a->g_low);
     ACT(q, ACTS(z, &mm->acts_layers, N * Dk));
     ACT(k, ACTS(z, &mm->acts_layers, N * Dk));
     ACT(v, ACTS(z, &mm->acts_layers, N * Dv));
@@ -229,7 +230,6 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     g->df = ACTS(z, p, N * Dg);
     g->db = ACTS(z, p, N * H);
     g->dproj = ACTS(z, p, N * proj_width(c));
-    proj_columns(ops, c, g->dproj, &g->dq_pre, &g->dk_pre, &g->dv_pre, &g->dflow, &g->dglow);
     g->tmp = ACTS(z, p, N * d); // the head's input gradient
 }
 #undef ACTS
@@ -301,31 +301,16 @@ void kda_model_drop_grad(kda_model *m) {
     m->grad = NULL;
 }
 
-// The pointer fields that are columns of a projection buffer (freed with it), by offset.
-static const size_t act_views[] = {offsetof(kda_layer_acts, q_pre), offsetof(kda_layer_acts, k_pre),
-                                   offsetof(kda_layer_acts, v_pre), offsetof(kda_layer_acts, f_low),
-                                   offsetof(kda_layer_acts, g_low)};
-static const size_t grad_views[] = {offsetof(kda_grad_scratch, dq_pre), offsetof(kda_grad_scratch, dk_pre),
-                                    offsetof(kda_grad_scratch, dv_pre), offsetof(kda_grad_scratch, dflow),
-                                    offsetof(kda_grad_scratch, dglow)};
-static int is_view(const size_t views[5], size_t field) {
-    for (int i = 0; i < 5; i++)
-        if (views[i] == field) return 1;
-    return 0;
-}
-
 void kda_model_free(kda_model *m) {
     if (!m) return;
     const kda_ops *o = m->ops;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         void **p = (void **)&m->acts[l], **first = (void **)&m->acts[0];
         for (size_t i = 0; i < sizeof(kda_layer_acts) / sizeof(void *); i++)
-            if (!is_view(act_views, i * sizeof(void *)) && (l == 0 || p[i] != first[i]))
-                o->free(p[i]); // shared (recomputed) buffers once
+            if (l == 0 || p[i] != first[i]) o->free(p[i]); // shared (recomputed) buffers once
     }
     void **g = (void **)m->gs;
-    for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++)
-        if (!is_view(grad_views, i * sizeof(void *))) o->free(g[i]);
+    for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++) o->free(g[i]);
     free(m->gs);
     o->free(m->h_final);
     o->free(m->x_final);
@@ -384,12 +369,13 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
 
     o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0
-    conv_silu(m, st ? st->tail[0] : NULL, a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[1] : NULL, a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[2] : NULL, a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
-    o->linear_fwd(a->f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
+    proj_cols x = proj_cols_of(m, a->proj);
+    conv_silu(m, st ? st->tail[0] : NULL, x.q, WP(p->q_conv), a->q, B, T, Dk, W);
+    conv_silu(m, st ? st->tail[1] : NULL, x.k, WP(p->k_conv), a->k, B, T, Dk, W);
+    conv_silu(m, st ? st->tail[2] : NULL, x.v, WP(p->v_conv), a->v, B, T, Dv, W);
+    o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
     o->linear_fwd(a->xn, d, WP(p->b_proj), NULL, NULL, a->b, N, d, H);
-    o->linear_fwd(a->g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
+    o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     if (st)
         o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, st->S);
     else
@@ -424,9 +410,10 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
         o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
     }
     if (rc & RC_CONV) {
-        conv_silu(m, NULL, a->q_pre, WP(p->q_conv), a->q, B, T, Dk, W);
-        conv_silu(m, NULL, a->k_pre, WP(p->k_conv), a->k, B, T, Dk, W);
-        conv_silu(m, NULL, a->v_pre, WP(p->v_conv), a->v, B, T, Dv, W);
+        proj_cols x = proj_cols_of(m, a->proj);
+        conv_silu(m, NULL, x.q, WP(p->q_conv), a->q, B, T, Dk, W);
+        conv_silu(m, NULL, x.k, WP(p->k_conv), a->k, B, T, Dk, W);
+        conv_silu(m, NULL, x.v, WP(p->v_conv), a->v, B, T, Dv, W);
     }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
@@ -444,6 +431,7 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
     kda_core_dims cd = core_dims(m, B, T);
     recompute_for_bwd(m, l, B, T);
+    proj_cols x = proj_cols_of(m, a->proj), dx = proj_cols_of(m, m->gs->dproj); // dx: written below, then one GEMM
 
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
@@ -456,15 +444,15 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, m->gs->dy, GP(p->o_proj), NULL, N, Dv, d, 0);
     o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, m->gs->dy, m->gs->d_o, m->gs->du, GP(p->o_norm), N * H,
                          c->head_v_dim);
-    o->linear_bwd(a->g_low, P, WP(p->g_proj1), m->gs->du, m->gs->dglow, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv,
+    o->linear_bwd(x.g_low, P, WP(p->g_proj1), m->gs->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv,
                   0);
     o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq,
                m->gs->dk, m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
-    o->linear_bwd(a->f_low, P, WP(p->f_proj1), m->gs->df, m->gs->dflow, GP(p->f_proj1), NULL, N, r, Dg, 0);
+    o->linear_bwd(x.f_low, P, WP(p->f_proj1), m->gs->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
     o->linear_bwd(a->xn, d, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 0);
-    o->conv_silu_bwd(a->q_pre, P, WP(p->q_conv), m->gs->dq, m->gs->dq_pre, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(a->k_pre, P, WP(p->k_conv), m->gs->dk, m->gs->dk_pre, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(a->v_pre, P, WP(p->v_conv), m->gs->dv, m->gs->dv_pre, GP(p->v_conv), B, T, Dv, W);
+    o->conv_silu_bwd(x.q, P, WP(p->q_conv), m->gs->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.k, P, WP(p->k_conv), m->gs->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.v, P, WP(p->v_conv), m->gs->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
     // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
     o->linear_bwd(a->xn, d, WP(p->q_proj), m->gs->dproj, m->gs->dxn, GP(p->q_proj), NULL, N, d, P, 1);
     o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, m->gs->dxn, dh, GP(p->attn_norm), N, d, 1);
