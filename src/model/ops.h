@@ -161,8 +161,8 @@ typedef struct kda_ops {
     void (*profile_end)(kda_phase_times *out);
     // GEMM algorithm survey (kda bench --gemm-survey; NULL where the backend has none): for every
     // GEMM problem the steps so far used, the library's chosen algorithm against the fastest of
-    // its other candidates, printed per step (calls / steps); adopt uses the fastest from then on.
-    void (*gemm_survey)(FILE *out, int steps, int adopt);
+    // its other candidates, printed per step (calls / steps); the fastest is used from then on.
+    void (*gemm_survey)(FILE *out, int steps);
 
     // Bytes of device memory in use by this process's GPU and the card's total (kda bench; the
     // memory plan's free memory is total − used); NULL where the backend has no device memory.

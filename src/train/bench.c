@@ -70,7 +70,7 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
         r.has_phases = 1;
     }
     if (gemm_survey && ops->gemm_survey) { // after the steps above: every GEMM problem has its plan
-        ops->gemm_survey(stdout, warmup + steps + r.has_phases, 1);
+        ops->gemm_survey(stdout, warmup + steps + r.has_phases);
         double *ms2 = kda_malloc(sizeof(double) * steps);
         time_steps(m, ids, tgt, steps, 0, ms2);
         qsort(ms2, steps, sizeof(double), cmp_double);

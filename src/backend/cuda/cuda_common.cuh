@@ -152,9 +152,9 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
                 void *C, int ldc, int c_f32, float alpha, float beta, const void *bias);
 void cu_gemm_init(void);
 // For every GEMM problem used so far: the heuristic's choice against the fastest of its other
-// candidates, timed on scratch operands, as a table per step (calls / steps) on out; adopt
-// switches each problem to its fastest algorithm.
-void cu_gemm_survey(FILE *out, int steps, int adopt);
+// candidates, timed on scratch operands, as a table per step (calls / steps) on out; each
+// problem then keeps its fastest algorithm.
+void cu_gemm_survey(FILE *out, int steps);
 
 // ---- the ops (one file per family) ----
 void cu_linear_fwd(const void *x, int ldx, const void *W, const void *bias, const void *res, void *y, int N, int In,

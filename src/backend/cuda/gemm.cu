@@ -213,7 +213,7 @@ static int cmp_survey_cost(const void *x, const void *y) {
     return (ca < cb) - (ca > cb);
 }
 
-void cu_gemm_survey(FILE *out, int steps, int adopt) {
+void cu_gemm_survey(FILE *out, int steps) {
     CU_CHECK(cudaStreamSynchronize(cu_stream));
     cudaEvent_t e0, e1;
     CU_CHECK(cudaEventCreate(&e0));
@@ -236,7 +236,7 @@ void cu_gemm_survey(FILE *out, int steps, int adopt) {
         const plan_key *k = &rows[i].p->key;
         double per = (double)rows[i].p->calls / steps, fl = 2.0 * k->m * k->n * k->k;
         tot_h += per * rows[i].heur_ms, tot_b += per * rows[i].best_ms;
-        if (adopt) rows[i].p->algo = rows[i].best_algo;
+        rows[i].p->algo = rows[i].best_algo;
         fprintf(out, "  %6d %6d %6d %c%c %4s %5.1f %9.3f %9.3f %3d/%-2d %7.0f %7.0f\n", k->m, k->n, k->k,
                 k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->c_f32 ? "fp32" : "bf16", per, per * rows[i].heur_ms,
                 per * rows[i].best_ms, rows[i].best, rows[i].n, fl / (rows[i].heur_ms * 1e9),
@@ -246,7 +246,7 @@ void cu_gemm_survey(FILE *out, int steps, int adopt) {
         out,
         "  GEMM survey: %d problems, %.1f ms a step with the chosen algorithms, %.1f ms with the fastest (%.1f%%)\n",
         nr, tot_h, tot_b, tot_h > 0 ? 100.0 * (tot_b - tot_h) / tot_h : 0.0);
-    if (adopt) fprintf(out, "  GEMM survey: the fastest algorithms are in use from here on\n");
+    fprintf(out, "  GEMM survey: the fastest algorithms are in use from here on\n");
     free(rows);
     CU_CHECK(cudaEventDestroy(e0));
     CU_CHECK(cudaEventDestroy(e1));
