@@ -34,7 +34,7 @@ typedef struct {
 // backend's scratch plan (scratch_bytes below; mem_plan.h). With N = B·T and H = core.H, a step
 // calls: lm_head_ce (N, d, NV), embed_bwd (N, d), linear_bwd (N rows; the one with a bias,
 // g_proj.1, of width Dv), rmsnorm_bwd (N, d), gated_rmsnorm_bwd (N·H rows of core.V),
-// conv_silu_bwd (B, T, Dk or Dv channels, W), kda_bwd (core), and sumsq, adamw_multi.
+// conv_silu_bwd (B, T, Dk or Dv channels, W), kda_fwd and kda_bwd (core), and sumsq, adamw_multi.
 typedef struct {
     int B, T;           // micro-batch: N = B*T tokens
     int d, NV, F, W;    // hidden size, vocabulary, intermediate size, conv width

@@ -105,6 +105,14 @@ __device__ __forceinline__ void store16(bf16 *p, const float *x) {
 
 static inline bool cu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+// 16 bytes global -> shared without a register round trip (sm_80+); cp_async_wait_all() (this
+// thread's copies done) before the barrier that publishes them to the block.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -177,6 +185,7 @@ void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int
 void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
                       int W);
 size_t cu_kda_saved_bytes(const kda_core_dims *d);
+size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d);
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, void *o, void *saved);
 void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,

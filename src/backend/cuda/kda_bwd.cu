@@ -2,7 +2,7 @@
 // forward's saved buffer (nothing recomputed). Working gradients are fp32 in the backend's
 // scratch; results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
 //   D1 chunk GEMM:     dVn = Aqkᵀ·dO                                   (first term of B1)
-//   D2 reverse scan:   dh = bf16(dS) per chunk; dVn += kg·dS; dS ← B3
+//   D2 reverse scan (kda_scan.cu): dh = bf16(dS) per chunk; dVn += kg·dS; dS ← B3
 //   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
 //                      dBV = Tinvᵀ·dVn, G = Tinvᵀ·dWm, dL = −Tinvᵀ·(dTinv·Tinvᵀ) (strict lower),
 //                      dAqk = tril(dO·Vnᵀ)
@@ -40,78 +40,6 @@ size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
     kda_bwd_scratch w;
     return s.R == 0 ? 0 : bwd_layout(s, NULL, &w);
-}
-
-// ---- D2: reverse state-gradient scan, grid (ceil(V/VT), H, B) ----
-static size_t scan_bwd_smem(int K, int C) {
-    return sizeof(float) * ((size_t)K * KDA_VT + 3 * (size_t)C * (K + 1) + 2 * (size_t)C * KDA_VT + K);
-}
-
-template <int KU> // key rows per thread: K ≤ 16·KU
-__global__ void __launch_bounds__(256)
-    kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
-    extern __shared__ float sm[];
-    int K = s.K, V = s.V, C = s.C, KP = K + 1;
-    float *dS = sm, *kgs = dS + K * KDA_VT, *qgs = kgs + C * KP, *wms = qgs + C * KP, *dos = wms + C * KP,
-          *dvn = dos + C * KDA_VT, *decay = dvn + C * KDA_VT;
-    int v0 = blockIdx.x * KDA_VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
-    for (int e = tid; e < K * KDA_VT; e += 256) dS[e] = 0.0f; // dS_final = 0 in training
-    for (int c = s.NT - 1; c >= 0; c--) {
-        int n = min(C, s.T - c * C);
-        size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
-        for (int e = tid; e < K * KDA_VT; e += 256) {
-            int d = e / KDA_VT, v = e % KDA_VT;
-            if (v0 + v < V) w.dh[(ch * K + d) * V + v0 + v] = f2bf(dS[e]);
-        }
-        load_chunk_rows(s, sv.kg, K, b, c, h, n, C, 0, K, K, kgs, KP);
-        load_chunk_rows(s, sv.qg, K, b, c, h, n, C, 0, K, K, qgs, KP);
-        load_chunk_rows(s, sv.Wm, K, b, c, h, n, C, 0, K, K, wms, KP);
-        load_chunk_rows(s, dO, V, b, c, h, n, C, v0, KDA_VT, V, dos, KDA_VT);
-        load_chunk_rows(s, (const float *)w.dVn, V, b, c, h, n, C, v0, KDA_VT, V, dvn, KDA_VT);
-        for (int d = tid; d < K; d += 256) decay[d] = expf(sv.G[last * K + d]);
-        __syncthreads();
-        // a thread: value column v, rows r0 + 16u (u < 4) and key rows r0 + 16u (u < KU)
-        int v = tid % KDA_VT, r0 = tid / KDA_VT;
-        { // B1: dVn = Aqkᵀ·dO + kg·dS
-            float acc[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) acc[u] = r0 + 16 * u < C ? dvn[(r0 + 16 * u) * KDA_VT + v] : 0.0f;
-            for (int d = 0; d < K; d++) {
-                float x = dS[d * KDA_VT + v];
-#pragma unroll
-                for (int u = 0; u < 4; u++)
-                    if (r0 + 16 * u < C) acc[u] += kgs[(r0 + 16 * u) * KP + d] * x;
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                int r = r0 + 16 * u;
-                if (r >= n) continue;
-                dvn[r * KDA_VT + v] = acc[u];
-                if (v0 + v < V) w.dVn[kda_row(s, b, c, h, r) * V + v0 + v] = acc[u];
-            }
-        }
-        __syncthreads();
-        { // B3
-            float a[KU], bq[KU];
-#pragma unroll
-            for (int u = 0; u < KU; u++) a[u] = bq[u] = 0.0f;
-            for (int r = 0; r < n; r++) {
-                float x = dos[r * KDA_VT + v], y = dvn[r * KDA_VT + v];
-#pragma unroll
-                for (int u = 0; u < KU; u++)
-                    if (r0 + 16 * u < K) {
-                        a[u] += qgs[r * KP + r0 + 16 * u] * x;
-                        bq[u] += wms[r * KP + r0 + 16 * u] * y;
-                    }
-            }
-#pragma unroll
-            for (int u = 0; u < KU; u++) {
-                int d = r0 + 16 * u;
-                if (d < K) dS[d * KDA_VT + v] = s.scale * a[u] - bq[u] + decay[d] * dS[d * KDA_VT + v];
-            }
-        }
-        __syncthreads();
-    }
 }
 
 // ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
@@ -575,17 +503,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     g.N = V, g.out = w.dVn, g.out_ld = V;
     kda_chunk_gemm(s, g);
     // D2
-    size_t smem = scan_bwd_smem(K, C);
-    int ku = (s.K + 15) / 16;
-    if (ku <= 1)
-        launch_scan<1>(kda_scan_bwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
-    else if (ku <= 2)
-        launch_scan<2>(kda_scan_bwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
-    else if (ku <= 4)
-        launch_scan<4>(kda_scan_bwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
-    else
-        launch_scan<8>(kda_scan_bwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, dO, w);
-    CU_LAUNCHED();
+    kda_scan_bwd(s, sv, dO, w.dVn, w.dh);
     // D3
     size_t d3smem = d3_layout_of(s).bytes;
     if (d3_fused(d3smem)) {
@@ -596,7 +514,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         d3_chunk_gemms(s, sv, dO, w);
     }
     // D4
-    smem = sizeof(finish_smem);
+    size_t smem = sizeof(finish_smem);
     CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
         s, sv, (const bf16 *)v, (const bf16 *)f, (const bf16 *)A_log, (const bf16 *)dt_bias, w, (bf16 *)dq, (bf16 *)dk,

@@ -11,7 +11,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 
-enum { KDA_MAX_C = 64, KDA_MAX_KV = 128, KDA_VT = 16 };
+enum { KDA_MAX_C = 64, KDA_MAX_KV = 128 };
 
 struct kda_shape {
     int B, T, H, K, V, C, NT;
@@ -34,7 +34,8 @@ static inline kda_shape kda_shape_of(const kda_core_dims *d) {
     return s;
 }
 
-// Forward results kept for the backward (all inside the caller's 'saved' buffer).
+// Forward results kept for the backward (all inside the caller's 'saved' buffer, except Um: the
+// forward's own, in the backend's scratch, since only its state scan reads it).
 struct kda_saved {
     bf16 *qn, *kn;      // l2-normalised q, k                      [R,K]
     float *rq, *rk;     // their 1/norm                             [R]
@@ -43,7 +44,7 @@ struct kda_saved {
     bf16 *qg, *kg, *kb; // q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ            [R,K]
     bf16 *vb;           // β·v                                      [R,V]
     bf16 *Aqk, *Tinv;   // intra-chunk attention, (I+L)^-1          [R,C]
-    bf16 *Wm, *Um, *Vn; // WY factors and the new values δ          [R,K], [R,V], [R,V]
+    bf16 *Wm, *Um, *Vn; // WY factors and the new values δ          [R,K], [R,V], [R,V]  (Um: scratch)
     bf16 *h;            // state at the start of each chunk         [NC,K,V]
 };
 
@@ -55,7 +56,8 @@ static inline size_t kda_saved_layout(const kda_shape &s, void *base, kda_saved 
     o->qg = c.take<bf16>(s.R * s.K), o->kg = c.take<bf16>(s.R * s.K), o->kb = c.take<bf16>(s.R * s.K);
     o->vb = c.take<bf16>(s.R * s.V);
     o->Aqk = c.take<bf16>(s.R * s.C), o->Tinv = c.take<bf16>(s.R * s.C);
-    o->Wm = c.take<bf16>(s.R * s.K), o->Um = c.take<bf16>(s.R * s.V), o->Vn = c.take<bf16>(s.R * s.V);
+    o->Wm = c.take<bf16>(s.R * s.K), o->Vn = c.take<bf16>(s.R * s.V);
+    o->Um = NULL;
     o->h = c.take<bf16>(s.NC * s.K * s.V);
     return c.off;
 }
@@ -96,13 +98,6 @@ __device__ __forceinline__ void load_chunk_rows(const kda_shape &s, const T *p, 
     }
 }
 
-// Launches a scan kernel (one instance per key-rows-per-thread count) with its dynamic shared memory.
-template <int KU, typename Kern, typename... Args>
-static inline void launch_scan(Kern kern, dim3 grid, size_t smem, Args... args) {
-    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kern<<<grid, 256, smem, cu_stream>>>(args...);
-}
-
 // ---- chunk-batched GEMM: for every chunk, out = Σ_terms alpha·op(A)·op(B) ----
 
 enum { KV_TOK = 0, KV_STATE = 1 };
@@ -141,6 +136,11 @@ struct kgemm {
 
 // out (M×N per chunk, rows < n only) = Σ alpha·op(A)·op(B), masked entries written as 0.
 void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
+
+// The state scans (kda_scan.cu): forward, Sio as in cu_kda_fwd_chunked_state; backward, dVn
+// Aqkᵀ·dO on entry and all of B1 on exit, dh the per-chunk snapshots of dS.
+void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio);
+void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh);
 
 // Whether a per-chunk kernel that needs this much dynamic shared memory per block can run on
 // the current GPU (its opt-in limit).

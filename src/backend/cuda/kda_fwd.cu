@@ -5,10 +5,10 @@
 //   2. intra  (per chunk): Aqk (bf16, scaled), L (fp32), Tinv = (I+L)^-1 in fp32 by 16×16
 //             blocks (forward substitution on the diagonal blocks; bf16 store), and in the
 //   3.        same kernel the WY factors Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16)
-//   4. scan   (sequential over chunks, one block per (b, h, 16 value columns)): state S in
-//             fp32; snapshot h = bf16(S); Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
+//   4. scan   (kda_scan.cu; sequential over chunks): state S in fp32; snapshot h = bf16(S);
+//             Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
 //   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
-// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these for the backward.
+// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these but Um for the backward.
 // Generation (cu_kda_fwd_chunked_state): the scan may start from a given fp32 state and hand
 // back the final one ([B,H,K,V], in place); the backward assumes a zero initial state.
 #include <stdlib.h>
@@ -19,6 +19,12 @@ size_t cu_kda_saved_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
     kda_saved sv;
     return kda_saved_layout(s, NULL, &sv);
+}
+
+// The forward's scratch: Um [R,V] bf16, between the intra kernel and the state scan.
+size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d) {
+    kda_shape s = kda_shape_of(d);
+    return s.R * s.V * sizeof(bf16);
 }
 
 // ---- 1. prep: grid (NT, H, B), 256 threads ----
@@ -322,93 +328,6 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     tile_store(sv.Um + row0 * V, rsV, F, L.pf, n, V);
 }
 
-// ---- 4. state scan: grid (ceil(V/VT), H, B), 256 threads, dynamic shared memory ----
-struct scan_smem {
-    static size_t bytes(int K, int C) {
-        return sizeof(float) * ((size_t)2 * K * KDA_VT + 2 * (size_t)C * (K + 1) + 2 * (size_t)C * KDA_VT + K);
-    }
-};
-
-// Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
-// block reads and writes only its own 16 value columns.
-template <int KU> // key rows per thread: K ≤ 16·KU
-__global__ void __launch_bounds__(256) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
-    extern __shared__ float sm[];
-    int K = s.K, V = s.V, C = s.C, KP = K + 1;
-    float *S = sm, *Sb = S + K * KDA_VT, *wm = Sb + K * KDA_VT, *kgs = wm + C * KP, *um = kgs + C * KP,
-          *vn = um + C * KDA_VT, *decay = vn + C * KDA_VT;
-    int v0 = blockIdx.x * KDA_VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
-    float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
-    for (int e = tid; e < K * KDA_VT; e += 256) {
-        int d = e / KDA_VT, v = e % KDA_VT;
-        S[e] = Sg && v0 + v < V ? Sg[(size_t)d * V + v0 + v] : 0.0f;
-    }
-    for (int c = 0; c < s.NT; c++) {
-        int n = min(C, s.T - c * C);
-        size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1);
-        for (int e = tid; e < K * KDA_VT; e += 256) {
-            int d = e / KDA_VT, v = e % KDA_VT;
-            bf16 hb = f2bf(S[e]);
-            Sb[e] = bf2f(hb);
-            if (v0 + v < V) sv.h[(ch * K + d) * V + v0 + v] = hb;
-        }
-        load_chunk_rows(s, sv.Wm, K, b, c, h, n, C, 0, K, K, wm, KP);
-        load_chunk_rows(s, sv.kg, K, b, c, h, n, C, 0, K, K, kgs, KP);
-        load_chunk_rows(s, sv.Um, V, b, c, h, n, C, v0, KDA_VT, V, um, KDA_VT);
-        for (int d = tid; d < K; d += 256) decay[d] = expf(sv.G[last * K + d]);
-        __syncthreads();
-        // a thread: value column v, rows r0 + 16u (u < 4) and key rows r0 + 16u (u < KU)
-        int v = tid % KDA_VT, r0 = tid / KDA_VT;
-        {
-            float acc[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) acc[u] = r0 + 16 * u < C ? um[(r0 + 16 * u) * KDA_VT + v] : 0.0f;
-            for (int d = 0; d < K; d++) {
-                float sb = Sb[d * KDA_VT + v];
-#pragma unroll
-                for (int u = 0; u < 4; u++)
-                    if (r0 + 16 * u < C) acc[u] -= wm[(r0 + 16 * u) * KP + d] * sb;
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                int r = r0 + 16 * u;
-                if (r >= C) continue;
-                float x = 0.0f;
-                if (r < n) {
-                    bf16 xb = f2bf(acc[u]);
-                    x = bf2f(xb);
-                    if (v0 + v < V) sv.Vn[kda_row(s, b, c, h, r) * V + v0 + v] = xb;
-                }
-                vn[r * KDA_VT + v] = x;
-            }
-        }
-        __syncthreads();
-        {
-            float acc[KU];
-#pragma unroll
-            for (int u = 0; u < KU; u++) {
-                int d = r0 + 16 * u;
-                acc[u] = d < K ? decay[d] * S[d * KDA_VT + v] : 0.0f;
-            }
-            for (int r = 0; r < n; r++) {
-                float x = vn[r * KDA_VT + v];
-#pragma unroll
-                for (int u = 0; u < KU; u++)
-                    if (r0 + 16 * u < K) acc[u] += kgs[r * KP + r0 + 16 * u] * x;
-            }
-#pragma unroll
-            for (int u = 0; u < KU; u++)
-                if (r0 + 16 * u < K) S[(r0 + 16 * u) * KDA_VT + v] = acc[u];
-        }
-        __syncthreads();
-    }
-    if (Sg)
-        for (int e = tid; e < K * KDA_VT; e += 256) {
-            int d = e / KDA_VT, v = e % KDA_VT;
-            if (v0 + v < V) Sg[(size_t)d * V + v0 + v] = S[e];
-        }
-}
-
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, void *o, void *saved) {
     cu_kda_fwd_chunked_state(d, q, k, v, f, b, A_log, dt_bias, o, saved, NULL);
@@ -420,6 +339,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     if (s.R == 0) return;
     kda_saved sv;
     kda_saved_layout(s, saved, &sv);
+    sv.Um = (bf16 *)cu_scratch(cu_kda_fwd_scratch_bytes(d));
     dim3 grid(s.NT, s.H, s.B);
     kda_prep_kernel<<<grid, 256, 0, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f,
                                                  (const bf16 *)b, (const bf16 *)A_log, (const bf16 *)dt_bias, sv);
@@ -432,17 +352,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
     kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
-    size_t smem = scan_smem::bytes(s.K, s.C);
-    int ku = (s.K + 15) / 16;
-    if (ku <= 1)
-        launch_scan<1>(kda_scan_fwd_kernel<1>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    else if (ku <= 2)
-        launch_scan<2>(kda_scan_fwd_kernel<2>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    else if (ku <= 4)
-        launch_scan<4>(kda_scan_fwd_kernel<4>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    else
-        launch_scan<8>(kda_scan_fwd_kernel<8>, dim3((s.V + KDA_VT - 1) / KDA_VT, s.H, s.B), smem, s, sv, S);
-    CU_LAUNCHED();
+    kda_scan_fwd(s, sv, S); // h, Vn, and the final state into S when given
     kgemm go = {};
     go.nterms = 2, go.M = s.C, go.N = s.V, go.out = o, go.out_f32 = 0, go.out_ld = s.V, go.mask = KMASK_NONE;
     go.t[0].A = kv_tok(sv.qg, 0, s.K, 0), go.t[0].B = kv_state(sv.h, s.K, s.V, 0), go.t[0].Kd = s.K;

@@ -26,14 +26,6 @@ union __align__(32) gemm_smem {
     float Cs[TM][CPD]; // the finished tile
 };
 
-// 16 bytes global -> shared without a register round trip (sm_80+); cp_async_wait_all() before
-// the barrier that publishes them.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // Stages the logical block x ∈ [X0, X0+XL), y ∈ [Y0, Y0+YL) of a view into shared memory in the
 // view's stored orientation: dst[r][q] (row pitch 'pitch') holds stored row R0+r, column Q0+q,
 // i.e. the logical block row-major when the view is not transposed and column-major when it is

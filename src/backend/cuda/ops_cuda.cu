@@ -116,7 +116,7 @@ void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out) {
 // Everything an op of this backend needs beyond its arguments comes from the arena, which grows
 // to cu_scratch_reserve of the largest request and stays: held is that, for the largest request
 // of a training step of shape s (the ops below, as model.c calls them, the KDA core backward's
-// workspace among them: at 300M x 32 x 2048 it is 0.91 GiB, below the 1 GiB cross-entropy chunk);
+// workspace among them, and the forward's Um: at 300M x 32 x 2048 it is 0.91 GiB, below the 1 GiB cross-entropy chunk);
 // nothing is transient. Not counted: the AdamW item table (under 0.01% of the parameters), the
 // CUDA context and cuBLASLt workspace (allocated before any plan: they are not in the free memory
 // the plan is compared with).
@@ -131,6 +131,7 @@ static void cu_scratch_bytes(const kda_step_shape *s, size_t *held, size_t *tran
         cu_gated_rmsnorm_bwd_scratch_bytes(N * s->core.H, s->core.V),
         cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dk, s->W),
         cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dv, s->W),
+        cu_kda_fwd_scratch_bytes(&s->core),
         cu_kda_bwd_scratch_bytes(&s->core),
         cu_sumsq_scratch_bytes(),
     };

@@ -1,0 +1,286 @@
+// kda_scan.cu — the KDA core's two sequential passes over the chunks (kda-model.md §3.2 stage 4,
+// §3.4 B1–B3), on tensor cores, with the next chunk's operands copied in while the current one
+// computes.
+//
+// A block owns one (b, h) and VT value columns of the state and walks the chunks in order
+// (forward) or in reverse (backward); the chain of chunks is what bounds these kernels, so each
+// chunk's work is a few 16×16×16 MMAs per warp between three barriers, and the operands of the
+// next chunk are staged by cp.async into the second of two buffers meanwhile (kda_tile.cuh's
+// layout: bf16 rows padded to multiples of 16 with zeros, so padded rows and columns of every
+// product are zero).
+//   forward:  h_c = bf16(S) (saved), Vn = bf16(Um − Wm·h_c), S ← e^{Γ_last}⊙S + kgᵀ·Vn
+//   backward: dh_c = bf16(dS) (saved), dVn += kg·dS, dS ← e^{Γ_last}⊙dS + s·qgᵀ·dO − Wmᵀ·dVn
+// Operands that are bf16 values (Wm, kg, qg, Um, dO, the snapshot h_c, Vn) enter the MMAs as they
+// are; the fp32 ones (dS, dVn) as bf16 hi + lo pairs (kda_tile.cuh). State and accumulators are fp32.
+#include <stdlib.h>
+
+#include "backend/cuda/kda_tile.cuh"
+
+enum { SCAN_THREADS = 128 };
+
+// Stages rows [0, rows_pad) × columns [0, cols_pad) of a chunk's token-major rows (row r at
+// src + r·rstride; only r < nrows and columns < ncols are read) into dst (row pitch ld), zeros
+// elsewhere: 16-byte pieces that are whole and aligned by cp.async (the caller waits for them
+// before the barrier that publishes the chunk), the rest by plain loads and stores.
+template <typename T>
+__device__ __forceinline__ void stage_rows(T *dst, int ld, const T *src, size_t rstride, int nrows, int ncols,
+                                           int rows_pad, int cols_pad) {
+    constexpr int W = 16 / sizeof(T);
+    bool vec = rstride % W == 0 && ((uintptr_t)src & 15) == 0 && ld % W == 0;
+    int np = cols_pad / W; // cols_pad is a multiple of 16
+    for (int e = threadIdx.x; e < rows_pad * np; e += blockDim.x) {
+        int r = e / np, q = (e - r * np) * W;
+        T *d = dst + r * ld + q;
+        const T *p = src + (size_t)r * rstride + q;
+        if (vec && r < nrows && q + W <= ncols) {
+            cp_async16(d, p);
+        } else {
+#pragma unroll
+            for (int t = 0; t < W; t++) put_elem(d + t, r < nrows && q + t < ncols ? tof(p[t]) : 0.0f);
+        }
+    }
+}
+
+// Shared-memory layout of a scan block: element offsets inside one region, every part 128-byte
+// aligned; two copies (buffers 0, 1) of what is staged per chunk.
+struct scan_layout {
+    int KP, CC, pk, pv, pf; // padded K and C; bf16 row pitches (K rows, VT columns); fp32 pitch (VT columns)
+    int S, Sh, Sl, st0, st1, F, Vh, Vl, bytes; // byte offsets (shared memory is < 2^31 bytes)
+    int kg, qg, wm, um, dO, dv, gl;            // byte offsets inside a staging buffer
+    int stage;                                 // bytes of one staging buffer
+};
+
+template <int VT> static __host__ __device__ inline scan_layout scan_layout_of(const kda_shape &s, bool bwd) {
+    scan_layout L;
+    L.KP = pad16(s.K), L.CC = pad16(s.C), L.pk = L.KP + 8, L.pv = VT + 8, L.pf = VT + 4;
+    int off = 0;
+    auto take = [&](size_t bytes) {
+        int o = off;
+        off = (int)((off + bytes + 127) & ~(size_t)127);
+        return o;
+    };
+    size_t rows_k = (size_t)L.CC * L.pk * sizeof(bf16);
+    L.kg = take(rows_k);
+    L.wm = take(rows_k);
+    L.qg = bwd ? take(rows_k) : 0;
+    L.um = bwd ? 0 : take((size_t)L.CC * L.pv * sizeof(bf16));
+    L.dO = bwd ? take((size_t)L.CC * L.pv * sizeof(bf16)) : 0;
+    L.dv = bwd ? take((size_t)L.CC * L.pf * sizeof(float)) : 0;
+    L.gl = take((size_t)L.KP * sizeof(float));
+    L.stage = off;
+    off = 0;
+    L.st0 = take(L.stage), L.st1 = take(L.stage);
+    L.S = take((size_t)L.KP * L.pf * sizeof(float));
+    L.Sh = take((size_t)L.KP * L.pv * sizeof(bf16));
+    L.Sl = bwd ? take((size_t)L.KP * L.pv * sizeof(bf16)) : 0;
+    L.F = bwd ? 0 : take((size_t)L.CC * L.pf * sizeof(float));
+    L.Vh = take((size_t)L.CC * L.pv * sizeof(bf16));
+    L.Vl = bwd ? take((size_t)L.CC * L.pv * sizeof(bf16)) : 0;
+    L.bytes = off;
+    return L;
+}
+
+template <typename T> __device__ __forceinline__ T *at(unsigned char *base, int off) { return (T *)(base + off); }
+// Staging buffer i & 1.
+__device__ __forceinline__ unsigned char *stage_buf(unsigned char *base, const scan_layout &L, int i) {
+    return base + ((i & 1) ? L.st1 : L.st0);
+}
+
+// ---- forward: grid (ceil(V/VT), H, B) ----
+// Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
+// block reads and writes only its own VT value columns.
+template <int VT>
+__device__ __forceinline__ void scan_fwd_stage(unsigned char *buf, const scan_layout &L, const kda_shape &s,
+                                               const kda_saved &sv, int b, int c, int h, int v0) {
+    int n = min(s.C, s.T - c * s.C);
+    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * s.K, rsV = (size_t)s.H * s.V;
+    stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
+    stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
+    stage_rows(at<bf16>(buf, L.um), L.pv, sv.Um + row0 * s.V + v0, rsV, n, min(VT, s.V - v0), L.CC, VT);
+    stage_rows(at<float>(buf, L.gl), L.KP, sv.G + kda_row(s, b, c, h, n - 1) * s.K, 0, 1, s.K, 1, L.KP);
+}
+
+template <int VT>
+__global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char scan_raw[];
+    const scan_layout L = scan_layout_of<VT>(s, false);
+    int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
+    int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float *S = at<float>(scan_raw, L.S), *F = at<float>(scan_raw, L.F);
+    bf16 *Sh = at<bf16>(scan_raw, L.Sh), *Vh = at<bf16>(scan_raw, L.Vh);
+    float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
+    for (int e = tid; e < KP * VT; e += SCAN_THREADS) {
+        int d = e / VT, v = e % VT;
+        S[d * L.pf + v] = Sg && d < K && v0 + v < V ? Sg[(size_t)d * V + v0 + v] : 0.0f;
+    }
+    scan_fwd_stage<VT>(stage_buf(scan_raw, L, 0), L, s, sv, b, 0, h, v0);
+    for (int c = 0; c < s.NT; c++) {
+        unsigned char *cur = stage_buf(scan_raw, L, c);
+        int n = min(s.C, s.T - c * s.C);
+        size_t ch = kda_chunk(s, b, c, h), row0 = kda_row(s, b, c, h, 0);
+        cp_async_wait_all();
+        __syncthreads(); // chunk c staged; the previous chunk's update of S done; the other buffer free
+        if (c + 1 < s.NT) scan_fwd_stage<VT>(stage_buf(scan_raw, L, c + 1), L, s, sv, b, c + 1, h, v0);
+        const float *gl = at<float>(cur, L.gl);
+        for (int e = tid; e < KP * VT; e += SCAN_THREADS) { // the snapshot h_c, then S ← e^{Γ_last}⊙S
+            int d = e / VT, v = e % VT;
+            float x = S[d * L.pf + v];
+            bf16 hb = f2bf(x);
+            Sh[d * L.pv + v] = hb;
+            if (d < K && v0 + v < V) sv.h[(ch * K + d) * V + v0 + v] = hb;
+            S[d * L.pf + v] = d < K ? expf(gl[d]) * x : 0.0f;
+        }
+        __syncthreads();
+        const bf16 *wm = at<bf16>(cur, L.wm), *kg = at<bf16>(cur, L.kg), *um = at<bf16>(cur, L.um);
+        for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // Vn = bf16(Um − Wm·h_c)
+            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            tacc acc;
+            wmma::fill_fragment(acc, 0.0f);
+            tterm p = {{(bf16 *)wm, NULL, L.pk}, {Sh, NULL, L.pv}, false, false, KP, 1.0f};
+            tile_mma<false, false>(acc, p, i0, j0);
+            wmma::store_matrix_sync(F + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int r = i0 + (e >> 4), v = j0 + (e & 15);
+                bf16 xb = f2bf(0.0f);
+                if (r < n) {
+                    xb = f2bf(bf2f(um[r * L.pv + v]) - F[r * L.pf + v]);
+                    if (v0 + v < V) sv.Vn[(row0 + (size_t)r * s.H) * V + v0 + v] = xb;
+                }
+                Vh[r * L.pv + v] = xb;
+            }
+        }
+        __syncthreads();
+        for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // S += kgᵀ·Vn
+            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            tacc acc;
+            wmma::load_matrix_sync(acc, S + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
+            tterm p = {{(bf16 *)kg, NULL, L.pk}, {Vh, NULL, L.pv}, true, false, CC, 1.0f};
+            tile_mma<true, false>(acc, p, i0, j0);
+            wmma::store_matrix_sync(S + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+        }
+    }
+    if (Sg) {
+        __syncthreads();
+        for (int e = tid; e < K * VT; e += SCAN_THREADS) {
+            int d = e / VT, v = e % VT;
+            if (v0 + v < V) Sg[(size_t)d * V + v0 + v] = S[d * L.pf + v];
+        }
+    }
+}
+
+// ---- backward: grid (ceil(V/VT), H, B) ----
+template <int VT>
+__device__ __forceinline__ void scan_bwd_stage(unsigned char *buf, const scan_layout &L, const kda_shape &s,
+                                               const kda_saved &sv, const bf16 *dO, const float *dVn, int b, int c,
+                                               int h, int v0) {
+    int n = min(s.C, s.T - c * s.C), vn = min(VT, s.V - v0);
+    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * s.K, rsV = (size_t)s.H * s.V;
+    stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
+    stage_rows(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
+    stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
+    stage_rows(at<bf16>(buf, L.dO), L.pv, dO + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
+    stage_rows(at<float>(buf, L.dv), L.pf, dVn + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
+    stage_rows(at<float>(buf, L.gl), L.KP, sv.G + kda_row(s, b, c, h, n - 1) * s.K, 0, 1, s.K, 1, L.KP);
+}
+
+// dVn: on entry Aqkᵀ·dO (B1's first term), on exit the whole of B1; dh: the snapshots dS_c.
+template <int VT>
+__global__ void __launch_bounds__(SCAN_THREADS)
+    kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, float *dVn, bf16 *dh) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char scan_raw[];
+    const scan_layout L = scan_layout_of<VT>(s, true);
+    int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
+    int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    float *dS = at<float>(scan_raw, L.S);
+    bf16 *dSh = at<bf16>(scan_raw, L.Sh), *dSl = at<bf16>(scan_raw, L.Sl);
+    bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
+    for (int e = tid; e < KP * VT; e += SCAN_THREADS) dS[(e / VT) * L.pf + e % VT] = 0.0f; // dS_final = 0
+    scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, s, sv, dO, dVn, b, s.NT - 1, h, v0);
+    for (int c = s.NT - 1; c >= 0; c--) {
+        unsigned char *cur = stage_buf(scan_raw, L, c);
+        int n = min(s.C, s.T - c * s.C);
+        size_t ch = kda_chunk(s, b, c, h), row0 = kda_row(s, b, c, h, 0);
+        cp_async_wait_all();
+        __syncthreads(); // chunk c staged; the previous chunk's update of dS done; the other buffer free
+        if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, s, sv, dO, dVn, b, c - 1, h, v0);
+        const float *gl = at<float>(cur, L.gl);
+        for (int e = tid; e < KP * VT; e += SCAN_THREADS) { // the snapshot dh_c, dS as hi + lo, then decay
+            int d = e / VT, v = e % VT;
+            float x = dS[d * L.pf + v];
+            bf16 hb = f2bf(x);
+            dSh[d * L.pv + v] = hb, dSl[d * L.pv + v] = f2bf(x - bf2f(hb));
+            if (d < K && v0 + v < V) dh[(ch * K + d) * V + v0 + v] = hb;
+            dS[d * L.pf + v] = d < K ? expf(gl[d]) * x : 0.0f;
+        }
+        __syncthreads();
+        const bf16 *kg = at<bf16>(cur, L.kg), *qg = at<bf16>(cur, L.qg), *wm = at<bf16>(cur, L.wm);
+        const bf16 *dOs = at<bf16>(cur, L.dO);
+        float *dv = at<float>(cur, L.dv);
+        for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B1: dVn += kg·dS
+            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            tacc acc;
+            wmma::load_matrix_sync(acc, dv + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
+            tterm p = {{(bf16 *)kg, NULL, L.pk}, {dSh, dSl, L.pv}, false, false, KP, 1.0f};
+            tile_mma<false, false>(acc, p, i0, j0);
+            wmma::store_matrix_sync(dv + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int r = i0 + (e >> 4), v = j0 + (e & 15);
+                float x = r < n ? dv[r * L.pf + v] : 0.0f;
+                if (r < n && v0 + v < V) dVn[(row0 + (size_t)r * s.H) * V + v0 + v] = x;
+                bf16 hb = f2bf(x);
+                Vh[r * L.pv + v] = hb, Vl[r * L.pv + v] = f2bf(x - bf2f(hb));
+            }
+        }
+        __syncthreads();
+        for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B3
+            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            tacc acc, a, bq;
+            wmma::load_matrix_sync(acc, dS + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
+            wmma::fill_fragment(a, 0.0f), wmma::fill_fragment(bq, 0.0f);
+            tterm pa = {{(bf16 *)qg, NULL, L.pk}, {(bf16 *)dOs, NULL, L.pv}, true, false, CC, 1.0f};
+            tterm pb = {{(bf16 *)wm, NULL, L.pk}, {Vh, Vl, L.pv}, true, false, CC, 1.0f};
+            tile_mma<true, false>(a, pa, i0, j0);
+            tile_mma<true, false>(bq, pb, i0, j0);
+            for (int x = 0; x < acc.num_elements; x++) acc.x[x] += s.scale * a.x[x] - bq.x[x];
+            wmma::store_matrix_sync(dS + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+        }
+    }
+}
+
+// ---- launches ----
+// Value columns per block: 16 or 32 (KDA_SCAN_VT; default 32 for the forward, 16 for the
+// backward, whose staged operands take twice the shared memory). Both must fit the GPU.
+static int scan_vt(int dflt) {
+    const char *e = getenv("KDA_SCAN_VT");
+    int v = e && *e ? atoi(e) : dflt;
+    return v == 16 ? 16 : 32;
+}
+
+template <int VT, typename Kern, typename... Args>
+static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
+    size_t smem = scan_layout_of<VT>(s, bwd).bytes;
+    KDA_CHECK(kda_smem_fits(smem),
+              "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the state scan; this GPU allows less",
+              s.K, s.V, smem);
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kern<<<dim3((s.V + VT - 1) / VT, s.H, s.B), SCAN_THREADS, smem, cu_stream>>>(args...);
+    CU_LAUNCHED();
+}
+
+void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio) {
+    if (scan_vt(32) == 16)
+        launch_scan<16>(kda_scan_fwd_kernel<16>, s, false, s, sv, Sio);
+    else
+        launch_scan<32>(kda_scan_fwd_kernel<32>, s, false, s, sv, Sio);
+}
+
+void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh) {
+    if (scan_vt(16) == 16)
+        launch_scan<16>(kda_scan_bwd_kernel<16>, s, true, s, sv, dO, dVn, dh);
+    else
+        launch_scan<32>(kda_scan_bwd_kernel<32>, s, true, s, sv, dO, dVn, dh);
+}
