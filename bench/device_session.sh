@@ -10,6 +10,9 @@
 #   w: a step change: the device tests on both builds, kda's side of bench/step_vs_fla.sh (its
 #      memory lines are test_mem_plan.c's table), the SM clock and power during the 300M step, the
 #      recompute settings' plans and peaks, the portable build's step;
+#   s: a state-scan change: the device tests on both builds (racecheck too), test_cuda_kda with
+#      each scan width (KDA_SCAN_VT=16, 32), the core's speed at each width and per kernel (ncu),
+#      kda's side of bench/step_vs_fla.sh, selective-recompute variants at 300M 32 x 2048;
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -68,6 +71,29 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 PY
 }
 case "$1" in
+s)
+    KDA_RACECHECK=1 both_builds 200 120
+    for vt in 16 32; do
+        echo "== test_cuda_kda with KDA_SCAN_VT=$vt"
+        KDA_SCAN_VT=$vt timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
+    done
+    echo "== KDA core: default scan widths (forward 32, backward 16), then both 16, both 32"
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    for vt in 16 32; do KDA_SCAN_VT=$vt timeout 60 $N/bench_kda_cuda 32 | grep "^ours"; done
+    lap "KDA core tests and speed"
+    if command -v ncu >/dev/null; then
+        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
+    fi
+    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
+    clocks_during "300M 32x2048 steps" bench300 $N "300M 32x2048 (clocks)" ""
+    bench300 $N "300M 32x2048, recompute selective (default modules)" recompute_granularity=selective
+    bench300 $N "300M 32x2048, recompute selective without conv" \
+        "recompute_granularity=selective recompute_modules=[layernorm,swiglu,gated_norm]"
+    lap "recompute variants"
+    ;;
 f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
     fla_env
     STEPS=5 timeout 560 bash bench/step_vs_fla.sh > /dev/null 2>&1
