@@ -126,7 +126,7 @@ static void one(const char *what, const char *const *sets, int B, int T, int bf1
     T_CHECK(live_bytes == before, "%-34s free gives every byte back (%zu left)", what, live_bytes - before);
 }
 
-// The CUDA plans of the shipped configs against the H200 logs (2026-12-04, session 12):
+// The CUDA plans of the shipped configs against the H200 logs (2026-12-04, session 15):
 // planned = what `kda bench` printed as planned (kda_model_create's own count then), peak =
 // `GPU memory in use (peak)` after the steps (cudaMemGetInfo: includes the CUDA context).
 static void cuda_estimates(void) {
@@ -141,12 +141,10 @@ static void cuda_estimates(void) {
         double state, acts, peak; // GiB, as logged
         const char *log;
     } runs[] = {
-        {"configs/kda-300M.yaml", "", 16, 5.09, 19.89, 26.67, "device/session14_call2_w.txt"},
-        {"configs/kda-300M.yaml", "", 32, 5.09, 39.78, 46.55, "device/session14_call2_w.txt"},
-        {"configs/kda-300M.yaml", "selective", 32, 5.09, 29.47, 36.24, "device/session14_call2_w.txt"},
-        {"configs/kda-300M.yaml", "full", 32, 5.09, 7.20, 13.96, "device/session14_call2_w.txt"},
-        {"configs/kda-1B.yaml", "", 16, 19.70, 52.00, 73.38, "device/session14_call2_w.txt"},
-        {"configs/kda-1B.yaml", "selective", 16, 19.70, 37.93, 59.32, "device/session14_call2_w.txt"},
+        {"configs/kda-300M.yaml", "", 16, 5.09, 19.52, 26.29, "device/session15_call1_s.txt"},
+        {"configs/kda-300M.yaml", "", 32, 5.09, 39.03, 45.80, "device/session15_call1_s.txt"},
+        {"configs/kda-300M.yaml", "selective", 32, 5.09, 28.72, 35.49, "device/session15_call1_s.txt"},
+        {"configs/kda-1B.yaml", "", 16, 19.70, 51.00, 72.38, "device/session15_call1_s.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
