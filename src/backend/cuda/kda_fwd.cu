@@ -27,63 +27,142 @@ size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d) {
     return s.R * s.V * sizeof(bf16);
 }
 
-// ---- 1. prep: grid (NT, H, B), 256 threads ----
+// ---- 1. prep: grid (NT, H, B), 256 threads, dynamic shared memory ----
+// The chunk's rows of q, k, f are staged in shared memory 16 bytes at a time; the norms (a warp
+// per row, lane = key column) and Γ (a warp scan per key column) read them there, and every
+// output is written along its rows, 16 bytes at a time where the row length allows.
+struct prep_layout {
+    int P;               // bf16 row pitch (a multiple of 8)
+    size_t G, bt, bytes; // byte offsets of Γ (fp32, pitch P) and β; after q, k, f (bf16)
+};
+static __host__ __device__ inline prep_layout prep_layout_of(const kda_shape &s) {
+    prep_layout L;
+    L.P = ((s.K + 7) & ~7) + 8;
+    size_t rows = (size_t)KDA_MAX_C * L.P;
+    L.G = 3 * rows * sizeof(bf16);
+    L.bt = L.G + rows * sizeof(float);
+    L.bytes = L.bt + KDA_MAX_C * sizeof(float);
+    return L;
+}
+
+// Pieces of up to 8 consecutive elements of the chunk's rows: row r, columns [q, q + w).
+struct row_piece {
+    int r, q, w;
+    __device__ __forceinline__ bool at(int e, int ncols) {
+        int np = (ncols + 7) / 8;
+        r = e / np, q = (e - r * np) * 8, w = min(8, ncols - q);
+        return true;
+    }
+};
+
+__device__ __forceinline__ void copy_piece(bf16 *dst, const bf16 *src, int w, bool vec) {
+    if (vec && w == 8)
+        *(uint4 *)dst = *(const uint4 *)src;
+    else
+        for (int t = 0; t < w; t++) dst[t] = src[t];
+}
+__device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool vec) {
+    if (vec && w == 8)
+        store16(dst, x);
+    else
+        for (int t = 0; t < w; t++) dst[t] = f2bf(x[t]);
+}
+
 __global__ void __launch_bounds__(256)
     kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
                     const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log,
                     const bf16 *__restrict__ dt_bias, kda_saved sv) {
+    extern __shared__ __align__(16) unsigned char prep_raw[];
+    const prep_layout L = prep_layout_of(s);
+    bf16 *qs = (bf16 *)prep_raw, *ks = qs + KDA_MAX_C * L.P, *fs = ks + KDA_MAX_C * L.P;
+    float *Gs = (float *)(prep_raw + L.G), *betas = (float *)(prep_raw + L.bt);
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int n = min(s.C, s.T - c * s.C);
-    int K = s.K, V = s.V;
+    int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, P = L.P;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int r = warp; r < n; r += 8) {
-        size_t row = kda_row(s, b, c, h, r);
+    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
+    bool vk = K % 8 == 0 && ((uintptr_t)q & 15) == 0 && ((uintptr_t)k & 15) == 0 && ((uintptr_t)f & 15) == 0;
+    row_piece pc;
+    for (int e = threadIdx.x; e < n * ((K + 7) / 8); e += blockDim.x) {
+        pc.at(e, K);
+        size_t g = row0 * K + pc.r * rsK + pc.q;
+        copy_piece(qs + pc.r * P + pc.q, q + g, pc.w, vk);
+        copy_piece(ks + pc.r * P + pc.q, k + g, pc.w, vk);
+        copy_piece(fs + pc.r * P + pc.q, f + g, pc.w, vk);
+    }
+    if ((int)threadIdx.x < n) {
+        size_t row = row0 + threadIdx.x * (size_t)s.H;
+        betas[threadIdx.x] = sv.beta[row] = sigmoidf_(bf2f(bl[row]));
+    }
+    __syncthreads();
+    for (int r = warp; r < n; r += 8) { // l2norm: qn, kn replace q, k in shared memory
         float sq = 0.0f, sk = 0.0f;
         for (int d = lane; d < K; d += 32) {
-            float a = bf2f(q[row * K + d]), e = bf2f(k[row * K + d]);
+            float a = bf2f(qs[r * P + d]), e = bf2f(ks[r * P + d]);
             sq += a * a, sk += e * e;
         }
         sq = warp_sum(sq), sk = warp_sum(sk);
         float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
         for (int d = lane; d < K; d += 32) {
-            sv.qn[row * K + d] = f2bf(bf2f(q[row * K + d]) * rq);
-            sv.kn[row * K + d] = f2bf(bf2f(k[row * K + d]) * rk);
+            qs[r * P + d] = f2bf(bf2f(qs[r * P + d]) * rq);
+            ks[r * P + d] = f2bf(bf2f(ks[r * P + d]) * rk);
         }
         if (lane == 0) {
+            size_t row = row0 + r * (size_t)s.H;
             sv.rq[row] = rq, sv.rk[row] = rk;
-            sv.beta[row] = sigmoidf_(bf2f(bl[row]));
         }
     }
     // Γ: per key column, an inclusive warp scan of α over the chunk's rows (lane: rows lane and lane+32)
     float eA = expf(bf2f(A_log[h]));
     for (int d = warp; d < K; d += 8) {
         float dtb = bf2f(dt_bias[h * K + d]), a0 = 0.0f, a1 = 0.0f;
-        if (lane < n) a0 = -eA * softplus20(bf2f(f[kda_row(s, b, c, h, lane) * K + d]) + dtb);
-        if (lane + 32 < n) a1 = -eA * softplus20(bf2f(f[kda_row(s, b, c, h, lane + 32) * K + d]) + dtb);
+        if (lane < n) a0 = -eA * softplus20(bf2f(fs[lane * P + d]) + dtb);
+        if (lane + 32 < n) a1 = -eA * softplus20(bf2f(fs[(lane + 32) * P + d]) + dtb);
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
             float t0 = __shfl_up_sync(0xffffffffu, a0, o), t1 = __shfl_up_sync(0xffffffffu, a1, o);
             if (lane >= o) a0 += t0, a1 += t1;
         }
         a1 += __shfl_sync(0xffffffffu, a0, 31);
-        if (lane < n) sv.G[kda_row(s, b, c, h, lane) * K + d] = a0;
-        if (lane + 32 < n) sv.G[kda_row(s, b, c, h, lane + 32) * K + d] = a1;
+        if (lane < n) Gs[lane * P + d] = a0;
+        if (lane + 32 < n) Gs[(lane + 32) * P + d] = a1;
     }
-    __syncthreads(); // global writes above are visible to the whole block from here
-    size_t last = kda_row(s, b, c, h, n - 1);
-    for (int e = threadIdx.x; e < n * K; e += blockDim.x) {
-        int r = e / K, d = e % K;
-        size_t row = kda_row(s, b, c, h, r), i = row * K + d;
-        float g = sv.G[i], gl = sv.G[last * K + d], be = sv.beta[row];
-        float qv = bf2f(sv.qn[i]), kv = bf2f(sv.kn[i]);
-        sv.qg[i] = f2bf(qv * expf(g));
-        sv.kg[i] = f2bf(kv * expf(gl - g));
-        sv.kb[i] = f2bf(be * kv * expf(g));
+    __syncthreads();
+    bool vo = K % 8 == 0; // the saved buffer's parts are 256-byte aligned (cu_carve)
+    const float *gl = Gs + (n - 1) * P;
+    for (int e = threadIdx.x; e < n * ((K + 7) / 8); e += blockDim.x) {
+        pc.at(e, K);
+        size_t g = row0 * K + pc.r * rsK + pc.q;
+        const float *gr = Gs + pc.r * P + pc.q;
+        float be = betas[pc.r], xq[8], xk[8], xb[8];
+        for (int t = 0; t < pc.w; t++) {
+            float gv = gr[t], qv = bf2f(qs[pc.r * P + pc.q + t]), kv = bf2f(ks[pc.r * P + pc.q + t]);
+            xq[t] = qv * expf(gv);
+            xk[t] = kv * expf(gl[pc.q + t] - gv);
+            xb[t] = be * kv * expf(gv);
+        }
+        copy_piece(sv.qn + g, qs + pc.r * P + pc.q, pc.w, vo);
+        copy_piece(sv.kn + g, ks + pc.r * P + pc.q, pc.w, vo);
+        if (vo && pc.w == 8) {
+            *(float4 *)(sv.G + g) = *(const float4 *)gr, *(float4 *)(sv.G + g + 4) = *(const float4 *)(gr + 4);
+        } else {
+            for (int t = 0; t < pc.w; t++) sv.G[g + t] = gr[t];
+        }
+        put_piece(sv.qg + g, xq, pc.w, vo);
+        put_piece(sv.kg + g, xk, pc.w, vo);
+        put_piece(sv.kb + g, xb, pc.w, vo);
     }
-    for (int e = threadIdx.x; e < n * V; e += blockDim.x) {
-        int r = e / V, j = e % V;
-        size_t row = kda_row(s, b, c, h, r);
-        sv.vb[row * V + j] = f2bf(sv.beta[row] * bf2f(v[row * V + j]));
+    bool vv = V % 8 == 0 && ((uintptr_t)v & 15) == 0;
+    for (int e = threadIdx.x; e < n * ((V + 7) / 8); e += blockDim.x) {
+        pc.at(e, V);
+        size_t g = row0 * V + pc.r * rsV + pc.q;
+        float be = betas[pc.r], x[8];
+        if (vv && pc.w == 8) {
+            load16(v + g, x);
+        } else {
+            for (int t = 0; t < pc.w; t++) x[t] = bf2f(v[g + t]);
+        }
+        for (int t = 0; t < pc.w; t++) x[t] = be * x[t];
+        put_piece(sv.vb + g, x, pc.w, vv);
     }
 }
 
@@ -341,8 +420,11 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     kda_saved_layout(s, saved, &sv);
     sv.Um = (bf16 *)cu_scratch(cu_kda_fwd_scratch_bytes(d));
     dim3 grid(s.NT, s.H, s.B);
-    kda_prep_kernel<<<grid, 256, 0, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f,
-                                                 (const bf16 *)b, (const bf16 *)A_log, (const bf16 *)dt_bias, sv);
+    size_t psmem = prep_layout_of(s).bytes;
+    CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
+    kda_prep_kernel<<<grid, 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                                     (const bf16 *)f, (const bf16 *)b, (const bf16 *)A_log,
+                                                     (const bf16 *)dt_bias, sv);
     CU_LAUNCHED();
     size_t ismem = intra_layout_of(s).bytes;
     KDA_CHECK(kda_smem_fits(ismem),
