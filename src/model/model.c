@@ -482,8 +482,9 @@ static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
     o->rmsnorm_fwd(m->h_final, WP(m->final_norm), m->x_final, m->rstd_final, N, c->hidden_size, (float)c->norm_eps);
 }
 
-double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
-                      float grad_scale_extra, long *n_valid) {
+// kda_model_step, or with `defer` kda_model_train_step (the loss left on the backend: returns 0).
+static double model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
+                         float grad_scale_extra, long *n_valid, int defer) {
     const kda_ops *o = m->ops;
     const kda_config *c = &m->cfg;
     int N = B * T, d = c->hidden_size, L = c->num_hidden_layers;
@@ -511,9 +512,13 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
     }
     o->to_device(m->tgt_dev, targets, (size_t)N * sizeof(int32_t));
     float gs = grad_scale_extra / (float)valid;
-    long v2 = 0;
-    double loss_sum = o->lm_head_ce(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs,
-                                    backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, &v2);
+    double loss_sum = 0;
+    if (defer)
+        o->lm_head_ce_acc(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs, m->gs->tmp, GP(m->embed),
+                          (double)grad_scale_extra / (double)valid);
+    else
+        loss_sum = o->lm_head_ce(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs,
+                                 backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, NULL);
     if (backward) {
         int hook = m->grad_ready && m->grad_ready_on;
         o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), N, d, 0);
@@ -531,6 +536,18 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
     }
     return loss_sum / (double)valid;
 }
+
+double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
+                      float grad_scale_extra, long *n_valid) {
+    return model_step(m, ids, targets, B, T, backward, grad_scale_extra, n_valid, 0);
+}
+
+void kda_model_train_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+                          float grad_scale_extra) {
+    model_step(m, ids, targets, B, T, 1, grad_scale_extra, NULL, 1);
+}
+
+double kda_model_loss_take(kda_model *m) { return m->ops->loss_take(); }
 
 void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits) {
     const kda_ops *o = m->ops;

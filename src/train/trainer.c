@@ -41,8 +41,8 @@ typedef struct {
     kda_validator *val;          // NULL: no validation
     int32_t *sample, *ids, *tgt; // a micro-batch: B samples of T + 1 tokens, then inputs and targets
     double peak_tflops, flops_per_token;
-    double t_log, loss_acc; // since the last log line
-    int n_acc;
+    double t_log; // the last log line's time
+    int n_acc;    // iterations since then
     long last_saved;                   // iteration of the last checkpoint written or loaded
     char last_ckpt[KDA_PATH_MAX + 32]; // the last checkpoint this run wrote ("" none)
     kda_mem_plan mp;                   // the memory the run needs (mem_plan.h), computed before anything large
@@ -199,6 +199,7 @@ static void open_run(trainer *t) {
     t->sample = kda_malloc(sizeof(int32_t) * B * (T + 1));
     t->ids = kda_malloc(sizeof(int32_t) * B * T);
     t->tgt = kda_malloc(sizeof(int32_t) * B * T);
+    kda_model_loss_take(t->m); // the accumulator starts at zero (an earlier run in this process may have left some)
     t->t_log = kda_now();
 }
 
@@ -216,33 +217,27 @@ static void next_micro_batch(trainer *t) {
 
 // Forward + backward of this rank's micro-batches of the global batch (samples [base + rank *
 // n_local * B, ...)), gradients accumulated in m->grad; leaves the data at base + global_batch_size.
-// Returns this rank's part of the global batch's mean loss.
-static double accumulate_gradients(trainer *t) {
+// This rank's part of the global batch's mean loss is added to the backend's loss accumulator
+// (read at log_interval: the step does not wait for it).
+static void accumulate_gradients(trainer *t) {
     kda_model *m = t->m;
-    double loss = 0;
     uint64_t base = kda_data_consumed(t->data);
     kda_data_seek(t->data, base + (uint64_t)t->dist->rank * t->n_local * t->B);
     for (int mb = 0; mb < t->n_local; mb++) {
         next_micro_batch(t);
         if (t->dopt && mb == t->n_local - 1) kda_dist_optim_arm(t->dopt); // reduce as the backward goes
-        loss += kda_model_step(m, t->ids, t->tgt, t->B, t->T, 1, 1.0f / t->n_micro, NULL) / t->n_micro;
+        kda_model_train_step(m, t->ids, t->tgt, t->B, t->T, 1.0f / t->n_micro);
     }
     kda_data_seek(t->data, base + (uint64_t)t->cfg.global_batch_size);
-    return loss;
 }
 
-// One optimizer update at learning rate lr; returns the global batch's mean loss.
-static double train_iteration(trainer *t, double lr, kda_step_info *info) {
+// One optimizer update at learning rate lr.
+static kda_step_info train_iteration(trainer *t, double lr) {
     kda_model *m = t->m;
     t->ops->zero(m->grad, m->n_alloc * sizeof(float));
-    double loss = accumulate_gradients(t);
-    if (t->dopt) {
-        loss = t->comm->sum_f64(t->comm, loss);
-        *info = kda_dist_optim_step(t->dopt, lr, t->st.optim_steps + 1);
-    } else {
-        *info = kda_optim_step(m, lr, t->st.optim_steps + 1);
-    }
-    return loss;
+    accumulate_gradients(t);
+    if (t->dopt) return kda_dist_optim_step(t->dopt, lr, t->st.optim_steps + 1);
+    return kda_optim_step(m, lr, t->st.optim_steps + 1);
 }
 
 // What to tell about the newest checkpoint when the run stops on a non-finite value.
@@ -259,11 +254,10 @@ static void describe_last_checkpoint(const kda_config *c, char *out, size_t len)
     free(dir);
 }
 
-static void die_not_finite(const trainer *t, long it, double loss, double lr, const kda_step_info *info) {
+static void die_not_finite(const trainer *t, const char *what, double lr) {
     char last[KDA_PATH_MAX * 2 + 160];
     describe_last_checkpoint(&t->cfg, last, sizeof last);
-    kda_die("iteration %ld: %s is not finite (loss %g); stopping. Lower lr (now %g) or check the data; %s", it + 1,
-            info->nonfinite ? "a gradient" : "the loss", loss, lr, last);
+    kda_die("%s is not finite; stopping. Lower lr (now %g) or check the data; %s", what, lr, last);
 }
 
 // A signal seen by any rank stops every rank after the same iteration.
@@ -272,12 +266,19 @@ static int stop_agreed(const trainer *t) {
     return stop_requested != 0;
 }
 
-// Every log_interval iterations, the last and the first: the mean loss since the last line.
-static void log_if_due(trainer *t, long it, double loss, double lr, const kda_step_info *info) {
+// Every log_interval iterations, the last and the first: the mean loss since the last line (the
+// one read back of the loss accumulator, summed over the ranks).
+static void log_if_due(trainer *t, long it, double lr, const kda_step_info *info) {
     const kda_config *c = &t->cfg;
-    t->loss_acc += loss;
     t->n_acc++;
     if (!((it + 1) % c->log_interval == 0 || it + 1 == c->train_iters || it == 0)) return;
+    double loss = kda_model_loss_take(t->m);
+    if (t->dist->world > 1) loss = t->comm->sum_f64(t->comm, loss);
+    if (!isfinite(loss)) {
+        char what[96];
+        snprintf(what, sizeof what, "the loss of iterations %ld-%ld", it + 2 - t->n_acc, it + 1);
+        die_not_finite(t, what, lr);
+    }
     double now = kda_now(), dt = (now - t->t_log) / t->n_acc;
     double tps = (double)c->global_batch_size * t->T / dt;
     double mem = -1;
@@ -288,10 +289,9 @@ static void log_if_due(trainer *t, long it, double loss, double lr, const kda_st
     }
     double mfu = t->peak_tflops > 0 ? tps * t->flops_per_token / (t->peak_tflops * 1e12) : -1;
     kda_log_row row = {
-        it + 1, kda_data_consumed(t->data), t->loss_acc / t->n_acc, lr, info->grad_norm, dt * 1e3, tps, mfu, mem};
+        it + 1, kda_data_consumed(t->data), loss / t->n_acc, lr, info->grad_norm, dt * 1e3, tps, mfu, mem};
     kda_run_log_train(t->rl, &row);
     t->t_log = now;
-    t->loss_acc = 0;
     t->n_acc = 0;
 }
 
@@ -322,14 +322,17 @@ static int train_iterations(trainer *t) {
     int stop = 0;
     for (long it = st->iteration; it < c->train_iters && !stop; it++) {
         double lr = kda_lr_at(c, it);
-        kda_step_info info;
-        double loss = train_iteration(t, lr, &info);
-        if (!isfinite(loss) || info.nonfinite) die_not_finite(t, it, loss, lr, &info);
+        kda_step_info info = train_iteration(t, lr);
+        if (info.nonfinite) {
+            char what[64];
+            snprintf(what, sizeof what, "iteration %ld: a gradient", it + 1);
+            die_not_finite(t, what, lr);
+        }
         stop = stop_agreed(t);
         st->optim_steps++;
         st->iteration = it + 1;
         st->consumed_samples = kda_data_consumed(t->data);
-        log_if_due(t, it, loss, lr, &info);
+        log_if_due(t, it, lr, &info);
         validate_if_due(t, st->iteration == c->train_iters || stop);
         if (c->save[0] && c->save_interval > 0 && st->iteration % c->save_interval == 0) save_checkpoint(t);
     }

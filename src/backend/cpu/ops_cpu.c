@@ -115,6 +115,19 @@ static double cpu_lm_head_ce(const void *x_, const void *E_, const int32_t *targ
     return loss;
 }
 
+static double cpu_loss_acc; // lm_head_ce_acc's accumulator
+
+static void cpu_lm_head_ce_acc(const void *x, const void *E, const int32_t *targets, int N, int d, int NV,
+                               float grad_scale, void *dx, float *dE, double weight) {
+    cpu_loss_acc += weight * cpu_lm_head_ce(x, E, targets, N, d, NV, grad_scale, dx, dE, NULL);
+}
+
+static double cpu_loss_take(void) {
+    double s = cpu_loss_acc;
+    cpu_loss_acc = 0;
+    return s;
+}
+
 static void cpu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV) {
     if (N == 1) // one row (a decode step): GEMV reads E once; sgemm would first copy (pack) all of it
         cblas_sgemv(CblasRowMajor, CblasNoTrans, NV, d, 1.0f, E, d, x, 1, 0.0f, logits, 1);
@@ -478,6 +491,8 @@ static const kda_ops cpu_ops = {
     .embed_fwd = cpu_embed_fwd,
     .embed_bwd = cpu_embed_bwd,
     .lm_head_ce = cpu_lm_head_ce,
+    .lm_head_ce_acc = cpu_lm_head_ce_acc,
+    .loss_take = cpu_loss_take,
     .lm_head_logits = cpu_lm_head_logits,
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
     .rmsnorm_bwd = cpu_rmsnorm_bwd,

@@ -173,6 +173,9 @@ void cu_embed_fwd(const int32_t *ids, const void *E, void *out, int N, int d, in
 void cu_embed_bwd(const int32_t *ids, const void *dout, float *dE, int N, int d);
 double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
                      void *dx, float *dE, long *n_valid);
+void cu_lm_head_ce_acc(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                       void *dx, float *dE, double weight);
+double cu_loss_take(void);
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV);
 void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
 void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,

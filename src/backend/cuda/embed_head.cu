@@ -208,9 +208,9 @@ __global__ void __launch_bounds__(CE_THREADS)
 }
 
 // out[0] = Σ loss[i] over rows with loss ≥ 0, out[1] = their count: one block, a fixed order
-// (each thread a strided run, then a tree), in double.
+// (each thread a strided run, then a tree), in double; with acc, also *acc += weight · out[0].
 __global__ void __launch_bounds__(SUM_THREADS)
-    ce_loss_sum_kernel(const float *__restrict__ loss, int N, double *__restrict__ out) {
+    ce_loss_sum_kernel(const float *__restrict__ loss, int N, double *__restrict__ out, double *acc, double weight) {
     __shared__ double st[SUM_THREADS], sc[SUM_THREADS];
     double t = 0.0, c = 0.0;
     for (int i = threadIdx.x; i < N; i += SUM_THREADS)
@@ -221,7 +221,10 @@ __global__ void __launch_bounds__(SUM_THREADS)
         if ((int)threadIdx.x < w) st[threadIdx.x] += st[threadIdx.x + w], sc[threadIdx.x] += sc[threadIdx.x + w];
         __syncthreads();
     }
-    if (threadIdx.x == 0) out[0] = st[0], out[1] = sc[0];
+    if (threadIdx.x == 0) {
+        out[0] = st[0], out[1] = sc[0];
+        if (acc) *acc += weight * st[0];
+    }
 }
 
 // Rows of the logits chunk for N tokens. KDA_CE_SCRATCH_MB sets the chunk's size (default 1 GiB),
@@ -259,24 +262,20 @@ size_t cu_lm_head_ce_scratch_bytes(int N, int NV) {
     return N > 0 ? ce_layout(N, NV, NULL, &o) : 0;
 }
 
-double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
-                     void *dx, float *dE, long *n_valid) {
-    if (N <= 0) {
-        if (n_valid) *n_valid = 0;
-        return 0.0;
-    }
+// Everything of the cross-entropy on the stream, the sum and count left in the scratch's sum (and
+// weight · sum added to *acc when acc is set); returns that device pointer.
+static double *ce_launch(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                         void *dx, float *dE, double *acc, double weight) {
     int chunk = ce_chunk_rows(N, NV);
     ce_scratch s;
     ce_layout(N, NV, cu_scratch(ce_layout(N, NV, NULL, &s)), &s);
     bf16 *logits = s.logits;
-    float *loss = s.loss;
-    double *sum = s.sum;
     const bf16 *xb = (const bf16 *)x;
     for (int n0 = 0; n0 < N; n0 += chunk) {
         int n = N - n0 < chunk ? N - n0 : chunk;
         // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
         cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
-        ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL, loss + n0,
+        ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL, s.loss + n0,
                                                         cu_err_flag);
         CU_LAUNCHED();
         if (dx) {
@@ -286,14 +285,46 @@ double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N
             cu_gemm(0, 1, d, NV, n, xb + (size_t)n0 * d, d, logits, NV, dE, d, 1, 1.0f, 1.0f, NULL);
         }
     }
-    ce_loss_sum_kernel<<<1, SUM_THREADS, 0, cu_stream>>>(loss, N, sum);
+    ce_loss_sum_kernel<<<1, SUM_THREADS, 0, cu_stream>>>(s.loss, N, s.sum, acc, weight);
     CU_LAUNCHED();
+    return s.sum;
+}
+
+double cu_lm_head_ce(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                     void *dx, float *dE, long *n_valid) {
+    if (N <= 0) {
+        if (n_valid) *n_valid = 0;
+        return 0.0;
+    }
+    double *sum = ce_launch(x, E, targets, N, d, NV, grad_scale, dx, dE, NULL, 0.0);
     double host[2];
     CU_CHECK(cudaMemcpyAsync(host, sum, sizeof host, cudaMemcpyDeviceToHost, cu_stream));
     CU_CHECK(cudaStreamSynchronize(cu_stream));
     cu_check_error_flag();
     if (n_valid) *n_valid = (long)host[1];
     return host[0];
+}
+
+// The training loss accumulator (ops.h lm_head_ce_acc / loss_take): one double on the device.
+static double *loss_acc;
+
+void cu_lm_head_ce_acc(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                       void *dx, float *dE, double weight) {
+    if (!loss_acc) {
+        CU_CHECK(cudaMalloc(&loss_acc, sizeof *loss_acc));
+        CU_CHECK(cudaMemsetAsync(loss_acc, 0, sizeof *loss_acc, cu_stream));
+    }
+    if (N > 0) ce_launch(x, E, targets, N, d, NV, grad_scale, dx, dE, loss_acc, weight);
+}
+
+double cu_loss_take(void) {
+    double host = 0.0;
+    if (!loss_acc) return host;
+    CU_CHECK(cudaMemcpyAsync(&host, loss_acc, sizeof host, cudaMemcpyDeviceToHost, cu_stream));
+    CU_CHECK(cudaMemsetAsync(loss_acc, 0, sizeof *loss_acc, cu_stream));
+    CU_CHECK(cudaStreamSynchronize(cu_stream));
+    cu_check_error_flag(); // a target outside the vocabulary in any step since the last take
+    return host;
 }
 
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV) {

@@ -1,6 +1,6 @@
 // ops_cuda.cu — the CUDA backend's table (ops.h), device start-up, memory and scratch.
 // Everything runs on one stream (cu_stream); ops return without waiting except those that
-// hand a number back to the host (lm_head_ce, sumsq, has_nonfinite, to_host, sync).
+// hand a number back to the host (lm_head_ce, loss_take, sumsq, has_nonfinite, to_host, sync).
 #include "backend/cuda/cuda_common.cuh"
 
 #include <stdlib.h>
@@ -164,6 +164,8 @@ static const kda_ops cuda_ops = {
     .embed_fwd = CU_PROFILED(KDA_PHASE_OTHER, cu_embed_fwd),
     .embed_bwd = CU_PROFILED(KDA_PHASE_OTHER, cu_embed_bwd),
     .lm_head_ce = CU_PROFILED(KDA_PHASE_CE, cu_lm_head_ce),
+    .lm_head_ce_acc = CU_PROFILED(KDA_PHASE_CE, cu_lm_head_ce_acc),
+    .loss_take = cu_loss_take,
     .lm_head_logits = CU_PROFILED(KDA_PHASE_GEMM, cu_lm_head_logits),
     .rmsnorm_fwd = CU_PROFILED(KDA_PHASE_OTHER, cu_rmsnorm_fwd),
     .rmsnorm_bwd = CU_PROFILED(KDA_PHASE_OTHER, cu_rmsnorm_bwd),
