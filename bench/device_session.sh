@@ -13,6 +13,9 @@
 #   s: a state-scan change: the device tests on both builds (racecheck too), test_cuda_kda with
 #      each scan width (KDA_SCAN_VT=16, 32), the core's speed at each width and per kernel (ncu),
 #      kda's side of bench/step_vs_fla.sh, selective-recompute variants at 300M 32 x 2048;
+#   u: a step change after s: the device tests on both builds (racecheck too), the core's speed
+#      and per-kernel times, kda's side of bench/step_vs_fla.sh, the cross-entropy with one block
+#      an SM (KDA_CE_BLOCKS_PER_SM=1), the recompute settings' plans and peaks (300M, 1B);
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -71,6 +74,26 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 PY
 }
 case "$1" in
+u)
+    KDA_RACECHECK=1 both_builds 200 120
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    if command -v ncu >/dev/null; then
+        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20
+    fi
+    lap "KDA core speed"
+    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
+    KDA_CE_BLOCKS_PER_SM=1 bench300 $N "300M 32x2048, KDA_CE_BLOCKS_PER_SM=1" ""
+    bench300 $N "300M 32x2048 again, default" ""
+    bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
+    bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
+    echo "== 1B 16x2048, recompute selective"
+    timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
+    lap "cross-entropy A/B and recompute"
+    ;;
 s)
     KDA_RACECHECK=1 both_builds 200 120
     for vt in 16 32; do
