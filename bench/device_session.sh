@@ -16,6 +16,7 @@
 #   u: a step change after s: the device tests on both builds (racecheck too), the core's speed
 #      and per-kernel times, kda's side of bench/step_vs_fla.sh, the cross-entropy with one block
 #      an SM (KDA_CE_BLOCKS_PER_SM=1), the recompute settings' plans and peaks (300M, 1B);
+#   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -74,6 +75,10 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 PY
 }
 case "$1" in
+c)
+    fla_env
+    timeout 400 python3 tests/cuda/fla_kda_compare.py all $N 16 32 2>&1 | tail -16; lap "KDA core vs FLA (native)"
+    ;;
 u)
     KDA_RACECHECK=1 both_builds 200 120
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
