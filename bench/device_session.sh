@@ -14,8 +14,8 @@
 #      each scan width (KDA_SCAN_VT=16, 32), the core's speed at each width and per kernel (ncu),
 #      kda's side of bench/step_vs_fla.sh, selective-recompute variants at 300M 32 x 2048;
 #   u: a step change after s: the device tests on both builds (racecheck too), the core's speed
-#      and per-kernel times, kda's side of bench/step_vs_fla.sh, the cross-entropy with one block
-#      an SM (KDA_CE_BLOCKS_PER_SM=1), the recompute settings' plans and peaks (300M, 1B);
+#      and per-kernel times, kda's side of bench/step_vs_fla.sh, the recompute settings' plans and
+#      peaks (300M, 1B);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
@@ -90,14 +90,13 @@ u)
     lap "KDA core speed"
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
-    KDA_CE_BLOCKS_PER_SM=1 bench300 $N "300M 32x2048, KDA_CE_BLOCKS_PER_SM=1" ""
     bench300 $N "300M 32x2048 again, default" ""
     bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
     bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
     echo "== 1B 16x2048, recompute selective"
     timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
         --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
-    lap "cross-entropy A/B and recompute"
+    lap "recompute"
     ;;
 s)
     KDA_RACECHECK=1 both_builds 200 120

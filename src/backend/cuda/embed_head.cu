@@ -262,28 +262,6 @@ size_t cu_lm_head_ce_scratch_bytes(int N, int NV) {
     return N > 0 ? ce_layout(N, NV, NULL, &o) : 0;
 }
 
-// ce_rows_kernel reads its row twice (the log-sum-exp, then the gradient): with one 1024-thread
-// block an SM, the rows in flight (132 x 256 KiB at this vocabulary on an H200) fit in L2 and the
-// second read comes from there; with two, they do not. Whether that wins is measured: the blocks
-// an SM (KDA_CE_BLOCKS_PER_SM, 1 or 2; default 2: as many as fit) are pinned by asking for dynamic
-// shared memory the kernel does not use. Returns the bytes to ask for.
-static size_t ce_rows_pin_smem(void) {
-    static int bytes = -1;
-    if (bytes < 0) {
-        const char *e = getenv("KDA_CE_BLOCKS_PER_SM");
-        bytes = 0;
-        if (e && atoi(e) == 1) {
-            int dev = 0, per_sm = 0, per_block = 0;
-            CU_CHECK(cudaGetDevice(&dev));
-            CU_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-            CU_CHECK(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-            bytes = per_sm / 2 + 1024 < per_block ? per_sm / 2 + 1024 : per_block;
-            CU_CHECK(cudaFuncSetAttribute(ce_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        }
-    }
-    return (size_t)bytes;
-}
-
 // Everything of the cross-entropy on the stream, the sum and count left in the scratch's sum (and
 // weight · sum added to *acc when acc is set); returns that device pointer.
 static double *ce_launch(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
@@ -297,8 +275,8 @@ static double *ce_launch(const void *x, const void *E, const int32_t *targets, i
         int n = N - n0 < chunk ? N - n0 : chunk;
         // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
         cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
-        ce_rows_kernel<<<n, CE_THREADS, ce_rows_pin_smem(), cu_stream>>>(logits, targets + n0, NV, grad_scale,
-                                                                         dx != NULL, s.loss + n0, cu_err_flag);
+        ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL, s.loss + n0,
+                                                        cu_err_flag);
         CU_LAUNCHED();
         if (dx) {
             // dxᵀ[d,n] = E[d,NV]·dlogitsᵀ[NV,n]
