@@ -144,7 +144,9 @@ static void cuda_estimates(void) {
         {"configs/kda-300M.yaml", "", 16, 5.09, 19.52, 26.29, "device/session15_call1_s.txt"},
         {"configs/kda-300M.yaml", "", 32, 5.09, 39.03, 45.80, "device/session15_call1_s.txt"},
         {"configs/kda-300M.yaml", "selective", 32, 5.09, 28.72, 35.49, "device/session15_call1_s.txt"},
+        {"configs/kda-300M.yaml", "full", 32, 5.09, 7.14, 13.90, "device/session15_call2_u.txt"},
         {"configs/kda-1B.yaml", "", 16, 19.70, 51.00, 72.38, "device/session15_call1_s.txt"},
+        {"configs/kda-1B.yaml", "selective", 16, 19.70, 36.93, 58.32, "device/session15_call2_u.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
