@@ -17,6 +17,8 @@
 #      and per-kernel times, kda's side of bench/step_vs_fla.sh, the recompute settings' plans and
 #      peaks (300M, 1B);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
+#   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
+#      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it;
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -75,6 +77,13 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 PY
 }
 case "$1" in
+q)
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-$N/kda_base}" \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 400 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -34
+    lap "loss parity vs the recorded FLA run"
+    ;;
 c)
     fla_env
     timeout 400 python3 tests/cuda/fla_kda_compare.py all $N 16 32 2>&1 | tail -16; lap "KDA core vs FLA (native)"

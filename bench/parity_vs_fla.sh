@@ -24,7 +24,10 @@
 # SEQ (2048), TOL (0.003 = 0.3%), LR / MIN_LR / WARMUP / DECAY_ITERS (the recipe's; set on both
 # sides), KDA_SETS (extra `--set k=v ...` for kda train only), FLA_ARGS (extra flags for FLA's
 # train only; e.g. FLA_ARGS="--lr 3e-4" must make the comparison fail), KDA_ALSO (other kda
-# binaries, each trained the same way and compared with the same FLA run; the verdict is KDA's).
+# binaries, each trained the same way and compared with the same FLA run; the verdict is KDA's),
+# FLA_METRICS (a recorded FLA run's metrics file, e.g. bench/logs/parity_fla_metrics_*.jsonl,
+# made by this script with the same settings: FLA is not trained again, which saves its ~6
+# minutes of compile and training on the device; its init is still made, deterministically).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KDA=${KDA:-./kda}; DUMP=${DUMP:-build/tools/dump_batches}; PY=${PY:-python3}; OUT=${OUT:-/tmp/parity}
@@ -77,11 +80,16 @@ for extra in ${KDA_ALSO:-}; do # other kda builds, each compared with the same F
   kda_train "$extra" "$OUT/kda_also$n.jsonl" "$OUT/kda_also$n.log"
 done
 t1=$(date +%s)
-echo "== FLA train ($DEVICE)"
-# shellcheck disable=SC2086
-"$PY" bench/fla_parity_train.py train "$OUT/fla_init" --batches "$OUT/batches.i32" --steps "$STEPS" \
-  --global-batch "$GB" --micro "$MICRO" --seq "$SEQ" --lr "$LR" --min-lr "$MIN_LR" --warmup "$WARMUP" \
-  --decay-iters "$DECAY_ITERS" --device "$DEVICE" $FLA_ARGS > "$OUT/fla_metrics.jsonl"
+if [ -n "${FLA_METRICS:-}" ]; then
+  echo "== FLA: the recorded run $FLA_METRICS (not trained again)"
+  cp "$FLA_METRICS" "$OUT/fla_metrics.jsonl"
+else
+  echo "== FLA train ($DEVICE)"
+  # shellcheck disable=SC2086
+  "$PY" bench/fla_parity_train.py train "$OUT/fla_init" --batches "$OUT/batches.i32" --steps "$STEPS" \
+    --global-batch "$GB" --micro "$MICRO" --seq "$SEQ" --lr "$LR" --min-lr "$MIN_LR" --warmup "$WARMUP" \
+    --decay-iters "$DECAY_ITERS" --device "$DEVICE" $FLA_ARGS > "$OUT/fla_metrics.jsonl"
+fi
 t2=$(date +%s)
 compare() { # kda metrics file: the table and the verdict against FLA (exit 1 past TOL)
 "$PY" - "$1" "$OUT/fla_metrics.jsonl" "$STEPS" "$TOL" <<'PYEOF'
