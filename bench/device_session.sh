@@ -152,6 +152,7 @@ p)
     GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= timeout 560 bash bench/parity_vs_fla.sh 2>&1 | tee "$OUTDIR/parity.txt" |
         grep -vE "^\s*$" | tail -32
     lap "loss parity vs FLA"
+    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null # for build/cuda-device/ next time
     ;;
 f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps read 307k of the
     # 316k tokens once), the previous build beside it; per-kernel step times; the KDA core
