@@ -482,9 +482,10 @@ static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
     o->rmsnorm_fwd(m->h_final, WP(m->final_norm), m->x_final, m->rstd_final, N, c->hidden_size, (float)c->norm_eps);
 }
 
-// kda_model_step, or with `defer` kda_model_train_step (the loss left on the backend: returns 0).
+// kda_model_step, or with defer_micro > 0 kda_model_train_step, one of defer_micro micro-batches
+// (the loss left on the backend: returns 0).
 static double model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
-                         float grad_scale_extra, long *n_valid, int defer) {
+                         float grad_scale_extra, long *n_valid, int defer_micro) {
     const kda_ops *o = m->ops;
     const kda_config *c = &m->cfg;
     int N = B * T, d = c->hidden_size, L = c->num_hidden_layers;
@@ -496,6 +497,10 @@ static double model_step(kda_model *m, const int32_t *ids, const int32_t *target
         valid += targets[i] >= 0;
     }
     if (n_valid) *n_valid = valid;
+    if (valid == 0 && defer_micro)
+        kda_die("a training micro-batch has no valid target (all %d are ignored, -100): its loss is undefined; "
+                "check the data",
+                N);
     if (valid == 0) {
         // nothing to learn from here, but the other ranks wait for this rank's (zero) share of
         // every reduction: announce each range in the order the backward pass would
@@ -513,9 +518,9 @@ static double model_step(kda_model *m, const int32_t *ids, const int32_t *target
     o->to_device(m->tgt_dev, targets, (size_t)N * sizeof(int32_t));
     float gs = grad_scale_extra / (float)valid;
     double loss_sum = 0;
-    if (defer)
+    if (defer_micro)
         o->lm_head_ce_acc(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs, m->gs->tmp, GP(m->embed),
-                          (double)grad_scale_extra / (double)valid);
+                          1.0 / ((double)valid * defer_micro));
     else
         loss_sum = o->lm_head_ce(m->x_final, WP(m->embed), m->tgt_dev, N, d, c->vocab_size, gs,
                                  backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, NULL);
@@ -542,9 +547,8 @@ double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, 
     return model_step(m, ids, targets, B, T, backward, grad_scale_extra, n_valid, 0);
 }
 
-void kda_model_train_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
-                          float grad_scale_extra) {
-    model_step(m, ids, targets, B, T, 1, grad_scale_extra, NULL, 1);
+void kda_model_train_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int n_micro) {
+    model_step(m, ids, targets, B, T, 1, 1.0f / (float)n_micro, NULL, n_micro);
 }
 
 double kda_model_loss_take(kda_model *m) { return m->ops->loss_take(); }

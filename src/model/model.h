@@ -118,12 +118,12 @@ size_t kda_model_num_params(const kda_model *m);
 // Returns the mean loss (NaN when there are no targets); *n_valid gets the valid count.
 double kda_model_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int backward,
                       float grad_scale_extra, long *n_valid);
-// Training without waiting for the device: kda_model_step's forward and backward, with
-// grad_scale_extra × the mean loss added to the backend's loss accumulator instead of returned
-// (nothing when no target is valid). kda_model_loss_take waits for the device and returns the
-// accumulator's sum since the last take (zeroing it).
-void kda_model_train_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
-                          float grad_scale_extra);
+// Training without waiting for the device: kda_model_step's forward and backward of one of n_micro
+// micro-batches (gradients scaled by 1/n_micro), with its mean loss / n_micro added to the
+// backend's loss accumulator instead of returned; dies when no target is valid (the loss would be
+// undefined). kda_model_loss_take waits for the device and returns the accumulator's sum since
+// the last take (zeroing it).
+void kda_model_train_step(kda_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int n_micro);
 double kda_model_loss_take(kda_model *m);
 // Logits of every position into host logits[B*T][vocab] (forward only).
 void kda_model_logits(kda_model *m, const int32_t *ids, int B, int T, float *logits);

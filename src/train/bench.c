@@ -16,7 +16,7 @@ static int cmp_double(const void *a, const void *b) {
 // One training step as the trainer runs it (gradients zeroed by the caller; the loss left on the
 // backend) at a fixed lr: its value does not change the time.
 static void train_step(kda_model *m, const int32_t *ids, const int32_t *tgt, long step1) {
-    kda_model_train_step(m, ids, tgt, m->B, m->T, 1.0f);
+    kda_model_train_step(m, ids, tgt, m->B, m->T, 1);
     kda_optim_step(m, 1e-5, step1);
 }
 

@@ -226,7 +226,7 @@ static void accumulate_gradients(trainer *t) {
     for (int mb = 0; mb < t->n_local; mb++) {
         next_micro_batch(t);
         if (t->dopt && mb == t->n_local - 1) kda_dist_optim_arm(t->dopt); // reduce as the backward goes
-        kda_model_train_step(m, t->ids, t->tgt, t->B, t->T, 1.0f / t->n_micro);
+        kda_model_train_step(m, t->ids, t->tgt, t->B, t->T, t->n_micro);
     }
     kda_data_seek(t->data, base + (uint64_t)t->cfg.global_batch_size);
 }

@@ -14,8 +14,11 @@
 //     finetune / no_load_optim / no_load_rng as their keys say); every rank must have loaded the
 //     same checkpoint, else the run stops naming `load`.
 //   - Only rank 0 prints (the other ranks' stdout goes to /dev/null) and writes shared files.
-//   - A non-finite loss or gradient stops the run (kda_die) naming the last checkpoint and
-//     whether its weights are finite.
+//   - A non-finite gradient stops the run (kda_die) at its iteration, a non-finite loss at the
+//     next log line (the loss is read back only there: log_interval), both naming the last
+//     checkpoint and whether its weights are finite. (A non-finite loss with finite gradients,
+//     which could let a checkpoint be saved in between, would need non-finite logits, whose
+//     gradients are not finite either.)
 //   - SIGINT / SIGTERM (handlers installed by kda_train) finish the iteration under way on every
 //     rank, save when `save` is set, and kda_train returns normally.
 //   - Checkpoints every save_interval iterations and at the end (checkpoint.h); validation every

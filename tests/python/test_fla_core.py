@@ -123,11 +123,13 @@ def summed_terms(leaves: dict, g: torch.Tensor, dg: torch.Tensor) -> dict:
     """For each SUMMED gradient, its terms and the dims they are summed over, from dL/dg:
     g = -exp(A_log) softplus(f + dt_bias), so
       d A_log[h]      = sum_{b,t,k} dg * g
-      d dt_bias[h,k]  = sum_{b,t}   dg * -exp(A_log[h]) * sigmoid(f + dt_bias)."""
+      d dt_bias[h,k]  = sum_{b,t}   dg * -exp(A_log[h]) * softplus'(f + dt_bias)
+    with softplus' = sigmoid, or 1 past F.softplus' threshold 20 (where it returns z itself)."""
     H, K = g.shape[-2:]
     a = leaves["A_log"].detach().exp().view(H, 1)
     z = leaves["f"].detach() + leaves["dt_bias"].detach().view(H, K)
-    return {"d_A_log": (dg * g, (0, 1, 3)), "d_dt_bias": (-dg * a * torch.sigmoid(z), (0, 1))}
+    dsp = torch.where(z > 20, torch.ones_like(z), torch.sigmoid(z))
+    return {"d_A_log": (dg * g, (0, 1, 3)), "d_dt_bias": (-dg * a * dsp, (0, 1))}
 
 
 def rel_err(a, b, name: str, exact: dict) -> float:
@@ -135,7 +137,10 @@ def rel_err(a, b, name: str, exact: dict) -> float:
     if name not in SUMMED:
         return rel(a, b)
     m = exact["magnitude"][name]
-    d = torch.linalg.vector_norm(torch.as_tensor(a, dtype=torch.float64) - torch.as_tensor(b, dtype=torch.float64))
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    if a.shape != b.shape or b.shape != m.shape:
+        raise ValueError(f"rel_err {name}: shapes differ: {tuple(a.shape)}, {tuple(b.shape)}, {tuple(m.shape)}")
+    d = torch.linalg.vector_norm(a - b)
     return d.item() / torch.linalg.vector_norm(m).item()
 
 
