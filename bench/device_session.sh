@@ -19,6 +19,7 @@
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it;
+#   r: recompute sets at 300M 32 x 2048, none against selective without swiglu (short: ~1.5 min);
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -77,6 +78,12 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 PY
 }
 case "$1" in
+r)
+    bench300 $N "300M 32x2048, no recompute" ""
+    bench300 $N "300M 32x2048, recompute selective without swiglu" \
+        "recompute_granularity=selective recompute_modules=[layernorm,conv,gated_norm]"
+    lap "recompute sets"
+    ;;
 q)
     fla_env
     GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-$N/kda_base}" \
