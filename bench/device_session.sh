@@ -19,7 +19,8 @@
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it;
-#   r: recompute sets at 300M 32 x 2048, none against selective without swiglu (short: ~1.5 min);
+#   r: recompute sets at 300M 32 x 2048 in one call, none first and last (~4 min): which set
+#      saves the most memory within the issue's 3%;
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -80,8 +81,12 @@ PY
 case "$1" in
 r)
     bench300 $N "300M 32x2048, no recompute" ""
-    bench300 $N "300M 32x2048, recompute selective without swiglu" \
-        "recompute_granularity=selective recompute_modules=[layernorm,conv,gated_norm]"
+    bench300 $N "300M 32x2048, recompute selective (default set)" recompute_granularity=selective
+    for set in "[layernorm,conv,gated_norm]" "[conv,swiglu,gated_norm]" "[layernorm,gated_norm]" "[layernorm]"; do
+        bench300 $N "300M 32x2048, recompute selective $set" \
+            "recompute_granularity=selective recompute_modules=$set"
+    done
+    bench300 $N "300M 32x2048, no recompute (again)" ""
     lap "recompute sets"
     ;;
 q)
