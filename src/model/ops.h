@@ -80,8 +80,8 @@ typedef struct kda_ops {
     // As lm_head_ce with dx (training), but the loss is not handed back: weight · Σ losses is added
     // to the backend's loss accumulator without waiting for the device. loss_take waits, returns
     // the accumulator and zeroes it (the trainer reads it at log_interval: no wait per step).
-    void (*lm_head_ce_acc)(const void *x, const void *E, const int32_t *targets, int N, int d, int NV,
-                           float grad_scale, void *dx, float *dE, double weight);
+    void (*lm_head_ce_acc)(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
+                           void *dx, float *dE, double weight);
     double (*loss_take)(void);
     // logits[N,NV] (fp32, backend memory) = x·Eᵀ (generation / evaluation)
     void (*lm_head_logits)(const void *x, const void *E, float *logits, int N, int d, int NV);

@@ -41,8 +41,8 @@ typedef struct {
     kda_validator *val;          // NULL: no validation
     int32_t *sample, *ids, *tgt; // a micro-batch: B samples of T + 1 tokens, then inputs and targets
     double peak_tflops, flops_per_token;
-    double t_log; // the last log line's time
-    int n_acc;    // iterations since then
+    double t_log;                      // the last log line's time
+    int n_acc;                         // iterations since then
     long last_saved;                   // iteration of the last checkpoint written or loaded
     char last_ckpt[KDA_PATH_MAX + 32]; // the last checkpoint this run wrote ("" none)
     kda_mem_plan mp;                   // the memory the run needs (mem_plan.h), computed before anything large
@@ -288,8 +288,8 @@ static void log_if_due(trainer *t, long it, double lr, const kda_step_info *info
         if (total) mem = used / 1073741824.0;
     }
     double mfu = t->peak_tflops > 0 ? tps * t->flops_per_token / (t->peak_tflops * 1e12) : -1;
-    kda_log_row row = {
-        it + 1, kda_data_consumed(t->data), loss / t->n_acc, lr, info->grad_norm, dt * 1e3, tps, mfu, mem};
+    kda_log_row row = {it + 1, kda_data_consumed(t->data), loss / t->n_acc, lr, info->grad_norm, dt * 1e3, tps, mfu,
+                       mem};
     kda_run_log_train(t->rl, &row);
     t->t_log = now;
     t->n_acc = 0;
