@@ -18,7 +18,8 @@
 #      peaks (300M, 1B);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
-#      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it;
+#      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
+#      the two kda builds' losses are identical to the bit (a change meant to keep the numbers);
 #   r: recompute sets at 300M 32 x 2048 in one call, none first and last (~4 min): which set
 #      saves the most memory within the issue's 3%;
 #   p: the parity run alone (as in f2);
@@ -94,6 +95,14 @@ q)
     GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-$N/kda_base}" \
         FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 400 bash bench/parity_vs_fla.sh 2>&1 |
         tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -34
+    python3 - "${OUT:-/tmp/parity}/kda_metrics.jsonl" "${OUT:-/tmp/parity}/kda_also1.jsonl" <<'PY'
+import json, sys
+rd = lambda f: [r["loss"] for r in map(json.loads, open(f)) if "iteration" in r and "loss" in r]
+a, b = rd(sys.argv[1]), rd(sys.argv[2])
+diff = [i + 1 for i, (x, y) in enumerate(zip(a, b)) if x != y]
+print(f"kda against KDA_BASE, {len(a)} / {len(b)} steps: " +
+      ("losses identical to the bit" if len(a) == len(b) and not diff else f"losses differ from step {diff[0] if diff else '-'}"))
+PY
     lap "loss parity vs the recorded FLA run"
     ;;
 c)
