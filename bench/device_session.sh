@@ -65,6 +65,16 @@ both_builds() { # budgets (s) of the native and the portable build's tests
     tests_on $N ops,kda,step,decode,sanitizer "$1" device_log_native.txt "native device tests"
     tests_on $P ops,kda,step,decode "$2" device_log_ptx80.txt "portable (compute_80 PTX) device tests"
 }
+ncu_kda_kernels() { # per-kernel times of the KDA core at 32 x 2048 (ncu), when ncu is there
+    command -v ncu >/dev/null || return 0
+    KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
+    python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
+}
+kda_step_table() { # kda's side of bench/step_vs_fla.sh (300M 16, 32; 1B 16): steps, phases, memory
+    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|peak|\|"; lap "kda step table"
+}
 clocks_during() { # label, command...: the SM clock and power while the command runs (GEMMs alone run
     # ~20% faster than inside the step: throttling under the step's sustained load?)
     local label=$1; shift
@@ -111,16 +121,10 @@ c)
     ;;
 u)
     KDA_RACECHECK=1 both_builds 200 120
-    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
-    if command -v ncu >/dev/null; then
-        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-            --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20
-    fi
-    lap "KDA core speed"
-    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
-    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
-    bench300 $N "300M 32x2048 again, default" ""
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"; lap "KDA core speed"
+    ncu_kda_kernels
+    kda_step_table
+    bench300 $N "300M 32x2048, default" ""
     bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
     bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
     echo "== 1B 16x2048, recompute selective"
@@ -138,13 +142,8 @@ s)
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     for vt in 16 32; do KDA_SCAN_VT=$vt timeout 60 $N/bench_kda_cuda 32 | grep "^ours"; done
     lap "KDA core tests and speed"
-    if command -v ncu >/dev/null; then
-        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-            --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
-    fi
-    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
-    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
+    ncu_kda_kernels
+    kda_step_table
     clocks_during "300M 32x2048 steps" bench300 $N "300M 32x2048 (clocks)" ""
     bench300 $N "300M 32x2048, recompute selective (default modules)" recompute_granularity=selective
     bench300 $N "300M 32x2048, recompute selective without conv" \
@@ -201,18 +200,12 @@ k)
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     KDA_CORE_UNFUSED=1 timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
     lap "KDA core A/B"
-    if command -v ncu >/dev/null; then
-        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-            --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
-    fi
-    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
-    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
+    ncu_kda_kernels
+    kda_step_table
     ;;
 w)
     both_builds 150 120
-    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
-    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|\|"; lap "kda step table"
+    kda_step_table
     clocks_during "300M 32x2048 steps" bench300 $N "300M 32x2048 (clocks)" ""
     bench300 $N "300M 32x2048, recompute selective" recompute_granularity=selective
     bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
@@ -254,8 +247,7 @@ a)
     [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | tail -25
     timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"; echo "(portable:)"; timeout 90 $P/bench_kda_cuda 16 32 | grep "^ours"
     lap "kernel benchmarks"
-    STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
-    grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|peak|\|"; lap "kda step table"
+    kda_step_table
     bench300 $N "300M 32x2048, recompute selective (default modules)" recompute_granularity=selective
     bench300 $N "300M 32x2048, recompute selective without swiglu" \
         "recompute_granularity=selective recompute_modules=[layernorm,conv,gated_norm]"
