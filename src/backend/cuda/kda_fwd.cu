@@ -48,10 +48,9 @@ static __host__ __device__ inline prep_layout prep_layout_of(const kda_shape &s)
 // Pieces of up to 8 consecutive elements of the chunk's rows: row r, columns [q, q + w).
 struct row_piece {
     int r, q, w;
-    __device__ __forceinline__ bool at(int e, int ncols) {
+    __device__ __forceinline__ void at(int e, int ncols) {
         int np = (ncols + 7) / 8;
         r = e / np, q = (e - r * np) * 8, w = min(8, ncols - q);
-        return true;
     }
 };
 
