@@ -86,6 +86,10 @@ __device__ __forceinline__ unsigned char *stage_buf(unsigned char *base, const s
     return base + ((i & 1) ? L.st1 : L.st0);
 }
 
+// Tile t of a block's 16×16 output tiles, VT / 16 of them a row: its first row and column.
+template <int VT> __device__ __forceinline__ int tile_row(int t) { return (t / (VT / 16)) * 16; }
+template <int VT> __device__ __forceinline__ int tile_col(int t) { return (t % (VT / 16)) * 16; }
+
 // ---- forward: grid (ceil(V/VT), H, B) ----
 // Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
 // block reads and writes only its own VT value columns.
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
         __syncthreads();
         const bf16 *wm = at<bf16>(cur, L.wm), *kg = at<bf16>(cur, L.kg), *um = at<bf16>(cur, L.um);
         for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // Vn = bf16(Um − Wm·h_c)
-            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
             wmma::fill_fragment(acc, 0.0f);
             tterm p = {{(bf16 *)wm, NULL, L.pk}, {Sh, NULL, L.pv}, false, false, KP, 1.0f};
@@ -153,7 +157,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
         }
         __syncthreads();
         for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // S += kgᵀ·Vn
-            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
             wmma::load_matrix_sync(acc, S + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
             tterm p = {{(bf16 *)kg, NULL, L.pk}, {Vh, NULL, L.pv}, true, false, CC, 1.0f};
@@ -220,7 +224,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         const bf16 *dOs = at<bf16>(cur, L.dO);
         float *dv = at<float>(cur, L.dv);
         for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B1: dVn += kg·dS
-            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
             wmma::load_matrix_sync(acc, dv + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
             tterm p = {{(bf16 *)kg, NULL, L.pk}, {dSh, dSl, L.pv}, false, false, KP, 1.0f};
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         }
         __syncthreads();
         for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B3
-            int i0 = (t / (VT / 16)) * 16, j0 = (t % (VT / 16)) * 16;
+            int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, a, bq;
             wmma::load_matrix_sync(acc, dS + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
             wmma::fill_fragment(a, 0.0f), wmma::fill_fragment(bq, 0.0f);
