@@ -179,12 +179,15 @@ int main(void) {
     const char *const sel[] = {"vocab_size=256", "num_hidden_layers=3", "recompute_granularity=selective", NULL};
     const char *const sel_core[] = {"vocab_size=256", "num_hidden_layers=3", "recompute_granularity=selective",
                                     "recompute_modules=[conv, core_attn]", NULL};
+    const char *const sel_proj[] = {"vocab_size=256", "num_hidden_layers=3", "recompute_granularity=selective",
+                                    "recompute_modules=[in_proj, kda_gates, o_proj]", NULL};
     const char *const full[] = {"vocab_size=256", "num_hidden_layers=3", "recompute_granularity=full", NULL};
     const char *const rec[] = {"vocab_size=256", "kda_algo=recurrent", "expand_v=2", "conv_size=3", NULL};
     one("defaults (tiny)", tiny, 2, 24, 0, 1);
     one("3 layers, odd sizes, T % chunk != 0", odd, 3, 37, 0, 1);
     one("selective (default modules)", sel, 2, 16, 0, 1);
     one("selective conv + core_attn", sel_core, 2, 16, 0, 1);
+    one("selective in_proj + kda_gates + o_proj", sel_proj, 2, 16, 0, 1);
     one("full", full, 2, 16, 0, 1);
     one("recurrent core, expand_v 2, conv 3", rec, 2, 10, 0, 1);
     one("bf16-like sizes, work copy", odd, 2, 24, 1, 0);

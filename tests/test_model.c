@@ -153,10 +153,38 @@ static void test_algos_agree(kda_rng *r) {
     free(grads[1]);
 }
 
-// recompute_granularity selective (default modules, then all five) / full: the same loss and gradient bits as none over two
-// steps with AdamW between them, in less activation memory (none > selective > full).
+// recompute_granularity selective (the default modules; each module alone; all of them) and full:
+// the same loss and gradient bits as none over two steps with AdamW between them, in less
+// activation memory than none (the default set less than any one module alone but core_attn;
+// all less than the default; full the least).
+enum { RC_RUNS = KDA_N_RECOMPUTE_MODULES + 4 };
+static void recompute_cfg(kda_config *c, int run, char *name, size_t n) {
+    // run 0: none, 1: selective default, 2 .. M+1: one module each, M+2: all modules, M+3: full
+    int M = KDA_N_RECOMPUTE_MODULES;
+    const char *gran = "selective";
+    c->n_recompute_modules = 0;
+    if (run == 0) {
+        gran = "";
+        snprintf(name, n, "none");
+    } else if (run == 1) {
+        snprintf(name, n, "selective (default modules)");
+    } else if (run < 2 + M) {
+        snprintf(c->recompute_modules[0], sizeof c->recompute_modules[0], "%s", kda_recompute_modules[run - 2]);
+        c->n_recompute_modules = 1;
+        snprintf(name, n, "selective %s", kda_recompute_modules[run - 2]);
+    } else if (run == 2 + M) {
+        for (int i = 0; i < M; i++)
+            snprintf(c->recompute_modules[i], sizeof c->recompute_modules[i], "%s", kda_recompute_modules[i]);
+        c->n_recompute_modules = M;
+        snprintf(name, n, "selective (all modules)");
+    } else {
+        gran = "full";
+        snprintf(name, n, "full");
+    }
+    snprintf(c->recompute_granularity, sizeof c->recompute_granularity, "%s", gran);
+}
+
 static void test_recompute(kda_rng *r) {
-    static const char *const modes[4] = {"", "selective", "selective", "full"};
     kda_config c = tiny_cfg();
     c.num_hidden_layers = 3;
     int B = 2, T = 20, N = B * T;
@@ -165,17 +193,12 @@ static void test_recompute(kda_rng *r) {
         ids[i] = (int32_t)kda_rng_below(r, c.vocab_size);
         tgt[i] = (int32_t)kda_rng_below(r, c.vocab_size);
     }
-    double loss[4][2];
-    float *grads[4];
-    size_t act[4], nf = 0;
-    for (int a = 0; a < 4; a++) {
-        snprintf(c.recompute_granularity, sizeof c.recompute_granularity, "%s", modes[a]);
-        c.n_recompute_modules = 0;
-        if (a == 2) { // every module, core_attn included
-            static const char *const all[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn"};
-            for (int i = 0; i < 5; i++) snprintf(c.recompute_modules[i], sizeof c.recompute_modules[i], "%s", all[i]);
-            c.n_recompute_modules = 5;
-        }
+    double loss[RC_RUNS][2];
+    float *grads[RC_RUNS];
+    size_t act[RC_RUNS], nf = 0;
+    char name[RC_RUNS][64];
+    for (int a = 0; a < RC_RUNS; a++) {
+        recompute_cfg(&c, a, name[a], sizeof name[a]);
         kda_model *m = kda_model_create(&c, kda_ops_cpu(), B, T);
         kda_model_init(m, 5);
         kda_model_alloc_optim(m);
@@ -190,14 +213,17 @@ static void test_recompute(kda_rng *r) {
         act[a] = m->act_bytes_total;
         kda_model_free(m);
     }
-    for (int a = 1; a < 4; a++) {
+    int all = RC_RUNS - 2, full = RC_RUNS - 1;
+    for (int a = 1; a < RC_RUNS; a++) {
         T_CHECK(loss[a][0] == loss[0][0] && loss[a][1] == loss[0][1], "recompute %s: losses %.9g %.9g = %.9g %.9g",
-                modes[a], loss[a][0], loss[a][1], loss[0][0], loss[0][1]);
-        T_CHECK(!memcmp(grads[a], grads[0], nf * sizeof(float)), "recompute %s: the same gradient bits", modes[a]);
-        T_CHECK(act[a] < act[a - 1], "recompute %s plans less activation memory (%zu < %zu bytes)", modes[a], act[a],
-                act[a - 1]);
+                name[a], loss[a][0], loss[a][1], loss[0][0], loss[0][1]);
+        T_CHECK(!memcmp(grads[a], grads[0], nf * sizeof(float)), "recompute %s: the same gradient bits", name[a]);
+        T_CHECK(act[a] < act[0], "recompute %s plans less activation memory than none (%zu < %zu bytes)", name[a],
+                act[a], act[0]);
     }
-    for (int a = 0; a < 4; a++) free(grads[a]);
+    T_CHECK(act[all] < act[1] && act[full] < act[all],
+            "activation memory: all modules %zu < default %zu, full %zu least", act[all], act[1], act[full]);
+    for (int a = 0; a < RC_RUNS; a++) free(grads[a]);
 }
 
 static void test_overfit(void) {

@@ -76,10 +76,8 @@ typedef struct {
     int kda_chunk_size; // 64
     // Megatron's keys: recompute_granularity "" (none) | "selective" (recompute recompute_modules
     // in the backward) | "full" (keep each layer's input only; rerun the layer's forward before
-    // its backward). Same numbers, less activation memory. Modules: layernorm (the two RMSNorm
-    // outputs), conv (short-conv outputs), swiglu (the SwiGLU product), gated_norm (the output
-    // gate's norm), core_attn (the KDA core's saved tensors); default for selective: all but
-    // core_attn.
+    // its backward). Same numbers, less activation memory. Modules: kda_recompute_modules below;
+    // default for selective: layernorm, conv, swiglu, gated_norm.
     char recompute_granularity[16];
     char recompute_modules[KDA_MAX_PATHS][16];
     int n_recompute_modules;
@@ -89,6 +87,19 @@ typedef struct {
     int sample_tokens;                  // tokens generated at the end of training (0 = none)
     char sample_prompt[256];
 } kda_config;
+
+// What recompute_modules may name, in this order (bit i of the model's recompute mask is entry i),
+// NULL-terminated:
+//   layernorm   the two RMSNorm outputs (rerun from the saved input and 1/rms)
+//   conv        the short-conv + SiLU outputs q, k, v (rerun from the projection)
+//   swiglu      the SwiGLU product (rerun from gate and up)
+//   gated_norm  the output gate's norm (rerun from the core output, the gate and the saved 1/rms)
+//   core_attn   the KDA core's saved tensors (its forward rerun)
+//   in_proj     the fused q, k, v, f_proj.0, g_proj.0 projection (its GEMM rerun from the norm)
+//   kda_gates   the gates f and u (f_proj.1 and g_proj.1 rerun from their low-rank inputs)
+//   o_proj      the residual stream after attention (o_proj rerun from the gated norm, + the input)
+enum { KDA_N_RECOMPUTE_MODULES = 8 };
+extern const char *const kda_recompute_modules[KDA_N_RECOMPUTE_MODULES + 1];
 
 void kda_config_defaults(kda_config *c);
 // Apply a YAML mapping file on top of c. Unknown keys, wrong types: error with file:line.

@@ -87,6 +87,9 @@ void kda_config_defaults(kda_config *c) {
 // ---------------------------------------------------------------------------------------------
 // Finalize: derive and validate. Messages name the keys and say what to change.
 
+const char *const kda_recompute_modules[KDA_N_RECOMPUTE_MODULES + 1] = {
+    "layernorm", "conv", "swiglu", "gated_norm", "core_attn", "in_proj", "kda_gates", "o_proj", NULL};
+
 static int one_of(const char *v, const char *const *allowed) {
     for (; *allowed; allowed++)
         if (!strcmp(v, *allowed)) return 1;
@@ -252,10 +255,12 @@ static void check_data_runtime(const kda_config *c) {
     check_choice("kda_algo", c->kda_algo, algos, "chunk, recurrent");
     static const char *const recompute[] = {"", "selective", "full", NULL};
     check_choice("recompute_granularity", c->recompute_granularity, recompute, "null, selective, full");
-    static const char *const modules[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn", NULL};
+    char modules[256] = "";
+    for (int i = 0; i < KDA_N_RECOMPUTE_MODULES; i++)
+        snprintf(modules + strlen(modules), sizeof modules - strlen(modules), "%s%s", i ? ", " : "",
+                 kda_recompute_modules[i]);
     for (int i = 0; i < c->n_recompute_modules; i++)
-        check_choice("recompute_modules entry", c->recompute_modules[i], modules,
-                     "layernorm, conv, swiglu, gated_norm, core_attn");
+        check_choice("recompute_modules entry", c->recompute_modules[i], kda_recompute_modules, modules);
     if (c->n_recompute_modules > 0 && strcmp(c->recompute_granularity, "selective"))
         kda_die("config: recompute_modules is set but recompute_granularity is '%s'; the modules apply only to "
                 "recompute_granularity selective",

@@ -82,17 +82,28 @@ static kda_core_dims core_dims(const kda_model *m, int B, int T) { return core_d
 // A recomputed field of kda_layer_acts is one buffer shared by every layer: the forward of each
 // layer overwrites it, and the backward rewrites it (recompute_for_bwd) before reading it, with
 // the same ops on the same inputs, so the numbers are unchanged.
-enum { RC_LAYERNORM = 1, RC_CONV = 2, RC_SWIGLU = 4, RC_GATED_NORM = 8, RC_CORE = 16, RC_FULL = 32 };
+// Bit i is config.h's kda_recompute_modules[i]; RC_FULL is recompute_granularity full.
+enum {
+    RC_LAYERNORM = 1,
+    RC_CONV = 2,
+    RC_SWIGLU = 4,
+    RC_GATED_NORM = 8,
+    RC_CORE = 16,
+    RC_IN_PROJ = 32,
+    RC_GATES = 64,
+    RC_O_PROJ = 128,
+    RC_FULL = 256
+};
+_Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
 
 static int recompute_mask(const kda_config *c) {
     if (!strcmp(c->recompute_granularity, "full")) return RC_FULL;
     if (strcmp(c->recompute_granularity, "selective")) return 0;
     if (c->n_recompute_modules == 0) return RC_LAYERNORM | RC_CONV | RC_SWIGLU | RC_GATED_NORM;
-    static const char *const names[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn"};
     int mask = 0;
     for (int i = 0; i < c->n_recompute_modules; i++)
-        for (int j = 0; j < 5; j++)
-            if (!strcmp(c->recompute_modules[i], names[j])) mask |= 1 << j;
+        for (int j = 0; j < KDA_N_RECOMPUTE_MODULES; j++)
+            if (!strcmp(c->recompute_modules[i], kda_recompute_modules[j])) mask |= 1 << j;
     return mask;
 }
 
@@ -105,6 +116,9 @@ static int act_recomputed(int rc, size_t field) {
     if (field == offsetof(kda_layer_acts, z)) return rc & RC_SWIGLU;
     if (field == offsetof(kda_layer_acts, y)) return rc & RC_GATED_NORM;
     if (field == offsetof(kda_layer_acts, core_saved)) return rc & RC_CORE;
+    if (field == offsetof(kda_layer_acts, proj)) return rc & RC_IN_PROJ;
+    if (field == offsetof(kda_layer_acts, f) || field == offsetof(kda_layer_acts, u)) return rc & RC_GATES;
+    if (field == offsetof(kda_layer_acts, h_mid)) return rc & RC_O_PROJ;
     return 0;
 }
 
@@ -405,19 +419,25 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, W = c->conv_size;
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
-    if (rc & RC_LAYERNORM) {
-        o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
-        o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    }
+    // in the forward's order: each module's inputs are saved or rewritten above it
+    int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim;
+    if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
+    proj_cols x = proj_cols_of(m, a->proj);
     if (rc & RC_CONV) {
-        proj_cols x = proj_cols_of(m, a->proj);
         conv_silu(m, NULL, x.q, WP(p->q_conv), a->q, B, T, Dk, W);
         conv_silu(m, NULL, x.k, WP(p->k_conv), a->k, B, T, Dk, W);
         conv_silu(m, NULL, x.v, WP(p->v_conv), a->v, B, T, Dv, W);
     }
+    if (rc & RC_GATES) {
+        o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
+        o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
+    }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
     if (rc & RC_GATED_NORM) o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
+    if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
     if (rc & RC_SWIGLU) o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # recompute_granularity / recompute_modules: bad values are refused with the key named, modules
 # without selective are refused, and a real run gives the same losses with and without
-# recomputation (selective with the default modules, selective with core_attn, full).
+# recomputation (selective with the default modules, selective with core_attn, selective with
+# in_proj, kda_gates and o_proj, full).
 . "$(dirname "$0")/lib.sh"
 expect_fail "unknown granularity" "recompute_granularity 'some' is not one of" \
   $KDA train configs/tiny-bytes.yaml --device cpu --dry-run --set recompute_granularity=some
@@ -15,9 +16,10 @@ run() { $KDA train configs/tiny-bytes.yaml --device cpu --set train_iters=6 --se
 run none
 run sel --set recompute_granularity=selective
 run core --set recompute_granularity=selective --set recompute_modules=core_attn
+run proj --set recompute_granularity=selective --set 'recompute_modules=[in_proj, kda_gates, o_proj]'
 run full --set recompute_granularity=full
 [ "$(wc -l < "$TMP/none.loss")" -eq 6 ] && ok "6 losses logged" || bad "losses: $(cat "$TMP/none.loss")"
-for r in sel core full; do
+for r in sel core proj full; do
   [ -s "$TMP/$r.loss" ] && cmp -s "$TMP/none.loss" "$TMP/$r.loss" && ok "$r: the same 6 losses as without recomputation" \
     || bad "$r: losses differ: $(paste -d' ' "$TMP/none.loss" "$TMP/$r.loss" | tr '\n' ';')"
 done

@@ -169,7 +169,8 @@ int main(void) {
     printf("        profile: gemm %.3f kda %.3f ce %.3f other %.3f idle %.3f ms\n", ph.ms[0], ph.ms[1], ph.ms[2],
            ph.ms[3], ph.wall_ms - ph.busy_ms);
 
-    // recompute_granularity selective / full on the GPU: the same loss and gradient bits as none
+    // recompute_granularity selective (default, then every module) / full on the GPU: the same loss
+    // and gradient bits as none
     {
         static const char *const modes[4] = {"", "selective", "selective", "full"};
         double lr3[4];
@@ -178,11 +179,10 @@ int main(void) {
         for (int a = 0; a < 4; a++) {
             kda_config cr = c;
             snprintf(cr.recompute_granularity, sizeof cr.recompute_granularity, "%s", modes[a]);
-            if (a == 2) { // the default modules and the KDA core's saved tensors
-                static const char *const all[] = {"layernorm", "conv", "swiglu", "gated_norm", "core_attn"};
-                for (int i = 0; i < 5; i++)
-                    snprintf(cr.recompute_modules[i], sizeof cr.recompute_modules[i], "%s", all[i]);
-                cr.n_recompute_modules = 5;
+            if (a == 2) { // every module (config.h kda_recompute_modules)
+                for (int i = 0; i < KDA_N_RECOMPUTE_MODULES; i++)
+                    snprintf(cr.recompute_modules[i], sizeof cr.recompute_modules[i], "%s", kda_recompute_modules[i]);
+                cr.n_recompute_modules = KDA_N_RECOMPUTE_MODULES;
             }
             kda_model *mm = kda_model_create(&cr, CU, B, T);
             kda_model_init(mm, seed);
