@@ -107,6 +107,18 @@ static int recompute_mask(const kda_config *c) {
     return mask;
 }
 
+// Recomputations that ride in the backward ops instead of a forward op before them (ops.h: the
+// y / z outputs of rmsnorm_bwd, gated_rmsnorm_bwd, swiglu_bwd), written from inputs those ops
+// read anyway, before the weight-gradient GEMM that reads them: swiglu's z, layernorm's x2 (xn
+// stays up front: in_proj's rerun reads it), gated_norm's y unless o_proj's rerun needs it up
+// front. Each saves a pass over the rerun's inputs.
+static int rc_in_bwd(int rc) {
+    if (rc & RC_FULL) return 0;
+    int f = rc & (RC_SWIGLU | RC_LAYERNORM);
+    if ((rc & RC_GATED_NORM) && !(rc & RC_O_PROJ)) f |= RC_GATED_NORM;
+    return f;
+}
+
 static int act_recomputed(int rc, size_t field) {
     if (rc & RC_FULL) return field != offsetof(kda_layer_acts, h_in);
     if (field == offsetof(kda_layer_acts, xn) || field == offsetof(kda_layer_acts, x2)) return rc & RC_LAYERNORM;
@@ -420,7 +432,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     // in the forward's order: each module's inputs are saved or rewritten above it
-    int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim;
+    int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim, up_front = rc & ~rc_in_bwd(rc);
     if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
     proj_cols x = proj_cols_of(m, a->proj);
@@ -435,10 +447,10 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
-    if (rc & RC_GATED_NORM) o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    if (up_front & RC_GATED_NORM)
+        o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
-    if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    if (rc & RC_SWIGLU) o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
+    // x2 and z: in layer_bwd's rmsnorm_bwd and swiglu_bwd (rc_in_bwd)
 }
 
 // dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.
@@ -453,29 +465,39 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     recompute_for_bwd(m, l, B, T);
     proj_cols x = proj_cols_of(m, a->proj), dx = proj_cols_of(m, m->gs->dproj); // dx: written below, then one GEMM
 
+    // Each GEMM's input gradient first, its weight gradient after the op that rewrites its input
+    // when that is recomputed in the backward (rc_in_bwd; NULL: kept from the forward).
+    int in_bwd = rc_in_bwd(recompute_mask(c));
+    void *z_out = in_bwd & RC_SWIGLU ? a->z : NULL, *x2_out = in_bwd & RC_LAYERNORM ? a->x2 : NULL;
+    void *y_out = in_bwd & RC_GATED_NORM ? a->y : NULL;
+    kda_grad_scratch *g = m->gs;
+
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
-    o->linear_bwd(a->z, F, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
-    o->swiglu_bwd(a->gate, a->up, m->gs->dz, m->gs->dgate, m->gs->dup, (size_t)N * F);
-    o->linear_bwd(a->x2, d, WP(p->gate_proj), m->gs->dgate, m->gs->dx2, GP(p->gate_proj), NULL, N, d, F, 0);
-    o->linear_bwd(a->x2, d, WP(p->up_proj), m->gs->dup, m->gs->dx2, GP(p->up_proj), NULL, N, d, F, 1);
-    o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, m->gs->dx2, dh, GP(p->mlp_norm), N, d, 1);
+    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dz, NULL, NULL, N, F, d, 0);
+    o->swiglu_bwd(a->gate, a->up, g->dz, g->dgate, g->dup, z_out, (size_t)N * F);
+    o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
+    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgate, g->dx2, NULL, NULL, N, d, F, 0);
+    o->linear_bwd(NULL, d, WP(p->up_proj), g->dup, g->dx2, NULL, NULL, N, d, F, 1);
+    o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
+    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgate, NULL, GP(p->gate_proj), NULL, N, d, F, 0);
+    o->linear_bwd(a->x2, d, WP(p->up_proj), g->dup, NULL, GP(p->up_proj), NULL, N, d, F, 0);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
-    o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, m->gs->dy, GP(p->o_proj), NULL, N, Dv, d, 0);
-    o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, m->gs->dy, m->gs->d_o, m->gs->du, GP(p->o_norm), N * H,
+    o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);
+    o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, g->dy, g->d_o, g->du, GP(p->o_norm), y_out, N * H,
                          c->head_v_dim);
-    o->linear_bwd(x.g_low, P, WP(p->g_proj1), m->gs->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv,
-                  0);
-    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq,
-               m->gs->dk, m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
-    o->linear_bwd(x.f_low, P, WP(p->f_proj1), m->gs->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->linear_bwd(a->xn, d, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 0);
-    o->conv_silu_bwd(x.q, P, WP(p->q_conv), m->gs->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.k, P, WP(p->k_conv), m->gs->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.v, P, WP(p->v_conv), m->gs->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
+    o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, NULL, GP(p->o_proj), NULL, N, Dv, d, 0);
+    o->linear_bwd(x.g_low, P, WP(p->g_proj1), g->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
+               g->dv, g->df, g->db, GP(p->A_log), GP(p->dt_bias));
+    o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
+    o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, g->dxn, GP(p->b_proj), NULL, N, d, H, 0);
+    o->conv_silu_bwd(x.q, P, WP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.k, P, WP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.v, P, WP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
     // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
-    o->linear_bwd(a->xn, d, WP(p->q_proj), m->gs->dproj, m->gs->dxn, GP(p->q_proj), NULL, N, d, P, 1);
-    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, m->gs->dxn, dh, GP(p->attn_norm), N, d, 1);
+    o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, g->dxn, GP(p->q_proj), NULL, N, d, P, 1);
+    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), NULL, N, d, 1);
 }
 
 static void param_ready(kda_model *m, int idx) {
@@ -546,7 +568,8 @@ static double model_step(kda_model *m, const int32_t *ids, const int32_t *target
                                  backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, NULL);
     if (backward) {
         int hook = m->grad_ready && m->grad_ready_on;
-        o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), N, d, 0);
+        o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), NULL, N, d,
+                       0);
         if (hook) param_ready(m, m->final_norm);
         for (int l = L - 1; l >= 0; l--) {
             layer_bwd(m, l, m->dh, B, T);

@@ -178,12 +178,12 @@ void cu_lm_head_ce_acc(const void *x, const void *E, const int32_t *targets, int
 double cu_loss_take(void);
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV);
 void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
-void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
-                    int accumulate);
+void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+                    int N, int d, int accumulate);
 void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
                           float eps);
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
-                          void *du, float *dw, int rows, int V);
+                          void *du, float *dw, void *y, int rows, int V);
 void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
 void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
                       int W);
@@ -201,7 +201,7 @@ void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, cons
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
                               const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
 void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
-void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
+void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
 double cu_sumsq(const float *g, size_t n);
 void cu_scale(float *g, float s, size_t n);
 void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
