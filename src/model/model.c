@@ -32,7 +32,8 @@ struct kda_layer_acts {
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
-    void *dz, *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
+    // dgate holds dz (the down_proj's input gradient) first: swiglu_bwd turns it into dgate in place
+    void *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
     void *dproj; // [N,P] the gradient of acts' proj
 };
 
@@ -242,7 +243,6 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     // gradient scratch (one set, reused by every layer)
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
     size_t *p = &mm->grad_scratch;
-    g->dz = ACTS(z, p, N * F);
     g->dgate = ACTS(z, p, N * F);
     g->dup = ACTS(z, p, N * F);
     g->dx2 = ACTS(z, p, N * d);
@@ -473,8 +473,8 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     kda_grad_scratch *g = m->gs;
 
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
-    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dz, NULL, NULL, N, F, d, 0);
-    o->swiglu_bwd(a->gate, a->up, g->dz, g->dgate, g->dup, z_out, (size_t)N * F);
+    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dgate, NULL, NULL, N, F, d, 0);  // dz, into dgate's buffer
+    o->swiglu_bwd(a->gate, a->up, g->dgate, g->dgate, g->dup, z_out, (size_t)N * F); // dgate over dz, in place
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
     o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgate, g->dx2, NULL, NULL, N, d, F, 0);
     o->linear_bwd(NULL, d, WP(p->up_proj), g->dup, g->dx2, NULL, NULL, N, d, F, 1);
