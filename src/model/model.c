@@ -108,16 +108,23 @@ static int recompute_mask(const kda_config *c) {
     return mask;
 }
 
-// Recomputations that ride in the backward ops instead of a forward op before them (ops.h: the
-// y / z outputs of rmsnorm_bwd, gated_rmsnorm_bwd, swiglu_bwd), written from inputs those ops
-// read anyway, before the weight-gradient GEMM that reads them: swiglu's z, layernorm's x2 (xn
-// stays up front: in_proj's rerun reads it), gated_norm's y unless o_proj's rerun needs it up
-// front. Each saves a pass over the rerun's inputs.
-static int rc_in_bwd(int rc) {
-    if (rc & RC_FULL) return 0;
-    int f = rc & (RC_SWIGLU | RC_LAYERNORM);
-    if ((rc & RC_GATED_NORM) && !(rc & RC_O_PROJ)) f |= RC_GATED_NORM;
-    return f;
+// Recomputed activations that the backward ops rewrite themselves instead of a forward op before
+// them (ops.h: the y / z outputs of rmsnorm_bwd, gated_rmsnorm_bwd, swiglu_bwd), from inputs those
+// ops read anyway, before the weight-gradient GEMM that reads them; each saves a pass over the
+// rerun's inputs. Not with full (layer_fwd reruns everything), nor where a rerun up front needs
+// them: xn feeds in_proj's GEMM, y feeds o_proj's.
+typedef struct {
+    int z, x2, y, xn;
+} bwd_rewrites;
+
+static bwd_rewrites rewrites_in_bwd(int rc) {
+    bwd_rewrites w = {0, 0, 0, 0};
+    if (rc & RC_FULL) return w;
+    w.z = rc & RC_SWIGLU;
+    w.x2 = rc & RC_LAYERNORM;
+    w.xn = (rc & RC_LAYERNORM) && !(rc & RC_IN_PROJ);
+    w.y = (rc & RC_GATED_NORM) && !(rc & RC_O_PROJ);
+    return w;
 }
 
 static int act_recomputed(int rc, size_t field) {
@@ -432,8 +439,9 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     // in the forward's order: each module's inputs are saved or rewritten above it
-    int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim, up_front = rc & ~rc_in_bwd(rc);
-    if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim;
+    bwd_rewrites w = rewrites_in_bwd(rc);
+    if ((rc & RC_LAYERNORM) && !w.xn) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
     proj_cols x = proj_cols_of(m, a->proj);
     if (rc & RC_CONV) {
@@ -447,10 +455,10 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
-    if (up_front & RC_GATED_NORM)
+    if ((rc & RC_GATED_NORM) && !w.y)
         o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
-    // x2 and z: in layer_bwd's rmsnorm_bwd and swiglu_bwd (rc_in_bwd)
+    // the others (w): in layer_bwd's rmsnorm_bwd, gated_rmsnorm_bwd and swiglu_bwd
 }
 
 // dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.
@@ -466,10 +474,10 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     proj_cols x = proj_cols_of(m, a->proj), dx = proj_cols_of(m, m->gs->dproj); // dx: written below, then one GEMM
 
     // Each GEMM's input gradient first, its weight gradient after the op that rewrites its input
-    // when that is recomputed in the backward (rc_in_bwd; NULL: kept from the forward).
-    int in_bwd = rc_in_bwd(recompute_mask(c));
-    void *z_out = in_bwd & RC_SWIGLU ? a->z : NULL, *x2_out = in_bwd & RC_LAYERNORM ? a->x2 : NULL;
-    void *y_out = in_bwd & RC_GATED_NORM ? a->y : NULL;
+    // when that is recomputed in the backward (rewrites_in_bwd; NULL: kept from the forward).
+    bwd_rewrites w = rewrites_in_bwd(recompute_mask(c));
+    void *z_out = w.z ? a->z : NULL, *x2_out = w.x2 ? a->x2 : NULL, *y_out = w.y ? a->y : NULL;
+    void *xn_out = w.xn ? a->xn : NULL;
     kda_grad_scratch *g = m->gs;
 
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
@@ -491,13 +499,15 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
                g->dv, g->df, g->db, GP(p->A_log), GP(p->dt_bias));
     o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, g->dxn, GP(p->b_proj), NULL, N, d, H, 0);
+    o->linear_bwd(NULL, d, WP(p->b_proj), g->db, g->dxn, NULL, NULL, N, d, H, 0);
     o->conv_silu_bwd(x.q, P, WP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
     o->conv_silu_bwd(x.k, P, WP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
     o->conv_silu_bwd(x.v, P, WP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
     // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
-    o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, g->dxn, GP(p->q_proj), NULL, N, d, P, 1);
-    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), NULL, N, d, 1);
+    o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 1);
+    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
+    o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, NULL, GP(p->b_proj), NULL, N, d, H, 0);
+    o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
 }
 
 static void param_ready(kda_model *m, int idx) {
