@@ -21,8 +21,8 @@
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
 #      the two kda builds' losses are identical to the bit (a change meant to keep the numbers);
 #   r: recompute sets at 300M 32 x 2048 in one call, none first and last (~4 min): which set
-#      saves the most memory within the issue's 3% (the default; with kda_gates, o_proj, in_proj
-#      added one by one; without swiglu);
+#      saves the most memory within the issue's 3% (the default; with core_prep, kda_gates, o_proj,
+#      in_proj added one by one; without swiglu);
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -95,8 +95,8 @@ r)
     bench300 $N "300M 32x2048, no recompute" ""
     bench300 $N "300M 32x2048, recompute selective (default set)" recompute_granularity=selective
     D=layernorm,conv,swiglu,gated_norm
-    for set in "[$D,kda_gates]" "[$D,kda_gates,o_proj]" "[$D,kda_gates,o_proj,in_proj]" \
-        "[layernorm,conv,gated_norm,kda_gates,o_proj]" "[layernorm,conv,gated_norm]"; do
+    for set in "[$D,core_prep]" "[$D,core_prep,kda_gates]" "[$D,core_prep,kda_gates,o_proj]" \
+        "[$D,core_prep,kda_gates,o_proj,in_proj]" "[$D,kda_gates,o_proj]" "[layernorm,conv,gated_norm]"; do
         bench300 $N "300M 32x2048, recompute selective $set" \
             "recompute_granularity=selective recompute_modules=$set"
     done

@@ -61,6 +61,22 @@ static proj_cols proj_cols_of(const kda_model *m, void *proj) {
 // them into it; without one it only adds their sizes up. kda_model_mem_of (the memory plan,
 // mem_plan.h) is that second call, so the plan and the allocation cannot disagree.
 
+// Bit i is config.h's kda_recompute_modules[i]; RC_FULL is recompute_granularity full.
+enum {
+    RC_LAYERNORM = 1,
+    RC_CONV = 2,
+    RC_SWIGLU = 4,
+    RC_GATED_NORM = 8,
+    RC_CORE = 16,
+    RC_IN_PROJ = 32,
+    RC_GATES = 64,
+    RC_O_PROJ = 128,
+    RC_CORE_PREP = 256,
+    RC_FULL = 512
+};
+_Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
+static int recompute_mask(const kda_config *c);
+
 static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B, int T) {
     kda_core_dims d = {.B = B,
                        .T = T,
@@ -69,7 +85,8 @@ static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B
                        .V = c->head_v_dim,
                        .chunk = c->kda_chunk_size,
                        .scale = (float)(1.0 / sqrt((double)c->head_dim)),
-                       .algo = algo};
+                       .algo = algo,
+                       .lean = (recompute_mask(c) & RC_CORE_PREP) != 0};
     return d;
 }
 
@@ -83,19 +100,6 @@ static kda_core_dims core_dims(const kda_model *m, int B, int T) { return core_d
 // A recomputed field of kda_layer_acts is one buffer shared by every layer: the forward of each
 // layer overwrites it, and the backward rewrites it (recompute_for_bwd) before reading it, with
 // the same ops on the same inputs, so the numbers are unchanged.
-// Bit i is config.h's kda_recompute_modules[i]; RC_FULL is recompute_granularity full.
-enum {
-    RC_LAYERNORM = 1,
-    RC_CONV = 2,
-    RC_SWIGLU = 4,
-    RC_GATED_NORM = 8,
-    RC_CORE = 16,
-    RC_IN_PROJ = 32,
-    RC_GATES = 64,
-    RC_O_PROJ = 128,
-    RC_FULL = 256
-};
-_Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
 
 static int recompute_mask(const kda_config *c) {
     if (!strcmp(c->recompute_granularity, "full")) return RC_FULL;

@@ -1,6 +1,7 @@
 // kda_bwd.cu — chunked KDA backward on the GPU (kda-model.md §3.4, steps B1–B10), from the
-// forward's saved buffer (nothing recomputed). Working gradients are fp32 in the backend's
-// scratch; results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
+// forward's saved buffer (nothing recomputed but, with kda_core_dims.lean, the prep outputs:
+// stage 1 of the forward rerun first). Working gradients are fp32 in the backend's scratch;
+// results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
 //   D1 chunk GEMM:     dVn = Aqkᵀ·dO                                   (first term of B1)
 //   D2 reverse scan (kda_scan.cu): dh = bf16(dS) per chunk; dVn += kg·dS; dS ← B3
 //   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
@@ -22,7 +23,8 @@ struct kda_bwd_scratch {
     float *pA, *pdt; // [NC], [NC,K] partials
 };
 
-static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
+// With lean, the prep outputs (kda_saved_layout) follow, carved into sv.
+static size_t bwd_layout(const kda_shape &s, int lean, void *base, kda_bwd_scratch *o, kda_saved *sv) {
     cu_carve c(base);
     o->dVn = c.take<float>(s.R * s.V);
     o->dh = c.take<bf16>(s.NC * s.K * s.V);
@@ -32,6 +34,7 @@ static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
     o->dL = o->dT;
     o->dBV = c.take<float>(s.R * s.V);
     o->pA = c.take<float>(s.NC), o->pdt = c.take<float>(s.NC * s.K);
+    if (lean) kda_carve_prep(s, c, sv);
     return c.off;
 }
 
@@ -39,7 +42,8 @@ static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
 size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
     kda_bwd_scratch w;
-    return s.R == 0 ? 0 : bwd_layout(s, NULL, &w);
+    kda_saved sv;
+    return s.R == 0 ? 0 : bwd_layout(s, d->lean, NULL, &w, &sv);
 }
 
 // ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
@@ -484,14 +488,14 @@ __global__ void __launch_bounds__(256)
 void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
                 void *dv, void *df, void *db, float *dA_log, float *ddt_bias) {
-    (void)q, (void)k, (void)b; // everything needed was saved by the forward
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
     kda_saved sv;
-    kda_saved_layout(s, (void *)saved, &sv);
+    kda_saved_layout(s, d->lean, (void *)saved, &sv);
     kda_bwd_scratch w;
-    size_t bytes = bwd_layout(s, NULL, &w);
-    bwd_layout(s, cu_scratch(bytes), &w);
+    size_t bytes = bwd_layout(s, d->lean, NULL, &w, &sv);
+    bwd_layout(s, d->lean, cu_scratch(bytes), &w, &sv);
+    if (d->lean) kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv); // the forward's stage 1 again: its bits
     int C = s.C, K = s.K, V = s.V;
     const bf16 *dO = (const bf16 *)d_o;
 

@@ -8,7 +8,8 @@
 //   4. scan   (kda_scan.cu; sequential over chunks): state S in fp32; snapshot h = bf16(S);
 //             Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
 //   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
-// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these but Um for the backward.
+// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these but Um for the backward (with
+// kda_core_dims.lean, not the prep outputs either: the backward reruns stage 1).
 // Generation (cu_kda_fwd_chunked_state): the scan may start from a given fp32 state and hand
 // back the final one ([B,H,K,V], in place); the backward assumes a zero initial state.
 #include <stdlib.h>
@@ -18,13 +19,21 @@
 size_t cu_kda_saved_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
     kda_saved sv;
-    return kda_saved_layout(s, NULL, &sv);
+    return kda_saved_layout(s, d->lean, NULL, &sv);
 }
 
-// The forward's scratch: Um [R,V] bf16, between the intra kernel and the state scan.
+// The forward's scratch: Um [R,V] bf16, between the intra kernel and the state scan; with lean,
+// the prep outputs too (kda_saved_layout).
+static size_t fwd_scratch_layout(const kda_shape &s, int lean, void *base, kda_saved *sv) {
+    cu_carve c(base);
+    sv->Um = c.take<bf16>(s.R * s.V);
+    if (lean) kda_carve_prep(s, c, sv);
+    return c.off;
+}
 size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
-    return s.R * s.V * sizeof(bf16);
+    kda_saved sv;
+    return fwd_scratch_layout(s, d->lean, NULL, &sv);
 }
 
 // ---- 1. prep: grid (NT, H, B), 256 threads, dynamic shared memory ----
@@ -406,6 +415,16 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     tile_store(sv.Um + row0 * V, rsV, F, L.pf, n, V);
 }
 
+void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, const void *f, const void *b,
+              const void *A_log, const void *dt_bias, const kda_saved &sv) {
+    size_t psmem = prep_layout_of(s).bytes;
+    CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
+    kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k,
+                                                                     (const bf16 *)v, (const bf16 *)f, (const bf16 *)b,
+                                                                     (const bf16 *)A_log, (const bf16 *)dt_bias, sv);
+    CU_LAUNCHED();
+}
+
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, void *o, void *saved) {
     cu_kda_fwd_chunked_state(d, q, k, v, f, b, A_log, dt_bias, o, saved, NULL);
@@ -416,15 +435,10 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
     kda_saved sv;
-    kda_saved_layout(s, saved, &sv);
-    sv.Um = (bf16 *)cu_scratch(cu_kda_fwd_scratch_bytes(d));
+    kda_saved_layout(s, d->lean, saved, &sv);
+    fwd_scratch_layout(s, d->lean, cu_scratch(cu_kda_fwd_scratch_bytes(d)), &sv);
     dim3 grid(s.NT, s.H, s.B);
-    size_t psmem = prep_layout_of(s).bytes;
-    CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
-    kda_prep_kernel<<<grid, 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-                                                     (const bf16 *)f, (const bf16 *)b, (const bf16 *)A_log,
-                                                     (const bf16 *)dt_bias, sv);
-    CU_LAUNCHED();
+    kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv);
     size_t ismem = intra_layout_of(s).bytes;
     KDA_CHECK(kda_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
