@@ -201,8 +201,9 @@ static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *
 // products on tensor cores: X,Y of block I (ρ = its first row I0) = [dL|dAqk]_{I,<I0}·(k⊙e^{Γ_I0−Γ})
 // and Z of block J (ρ = its last row) = dL_{>ρ,J}ᵀ·(βk⊙e^{Γ−Γ_ρ}) + dAqk_{>ρ,J}ᵀ·(s·q⊙e^{Γ−Γ_ρ}),
 // with dL, dAqk and the scaled operands as bf16 hi + lo pairs (kda_tile.cuh).
-enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT + 8, FXP = FT + 4, FOR = 96 };
+enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96 };
 
+// 73 KiB: with <= 80 registers a thread (launch bounds), 3 blocks an SM on Hopper.
 struct __align__(128) finish_smem {
     bf16 dLh[KDA_MAX_C][FMP], dLl[KDA_MAX_C][FMP], dAh[KDA_MAX_C][FMP], dAl[KDA_MAX_C][FMP];
     union {
@@ -211,14 +212,17 @@ struct __align__(128) finish_smem {
             bf16 pkh[FOR][FOP], pkl[FOR][FOP]; // βk⊙e^{Γ−Γ_ρ}: block J = 0, 1, 2 at rows 0, 48, 80
             bf16 pqh[FOR][FOP], pql[FOR][FOP]; // s·q⊙e^{Γ−Γ_ρ}
         };
-        struct { // after the between-block products
+        struct { // after the between-block products (stored once every warp has read the above)
             float dgs[KDA_MAX_C][FTP], pb[KDA_MAX_C][FTP];
+            float Xs[KDA_MAX_C][FXP], Ys[KDA_MAX_C][FXP], Zs[KDA_MAX_C][FXP]; // between-block parts
         };
     };
-    float Xs[KDA_MAX_C][FXP], Ys[KDA_MAX_C][FXP], Zs[KDA_MAX_C][FXP]; // between-block parts
     float qs[KDA_MAX_C][FTP], ks[KDA_MAX_C][FTP], gs[KDA_MAX_C][FTP];
     float betas[KDA_MAX_C], dbeta[KDA_MAX_C], dApart[FT], gl[FT], hdh[FT];
 };
+
+// 3 blocks an SM on Hopper (228 KiB of shared memory an SM, 1 KiB reserved a block; 2 on A100's 164)
+static_assert(3 * (sizeof(finish_smem) + 1024) <= 228 * 1024, "finish_smem outgrew 3 blocks an SM");
 
 __device__ __forceinline__ int kt_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 : 48; } // rows j < 16·I
 __device__ __forceinline__ int pz_row0(int J) { return J == 0 ? 0 : J == 1 ? 48 : 80; } // rows j > 16·J + 15
@@ -245,25 +249,25 @@ __device__ void finish_stage(finish_smem &m, int n, int dn, float sc) {
     }
 }
 
-// Warps 0-2: X and Y of block I = warp + 1; warps 3-5: Z of block J = warp − 3.
+// Warps 0-2: X and Y of block I = warp + 1; warps 3-5: Z of block J = warp − 3. The products
+// are stored after a barrier, since X, Y, Z share their space with the operands. All threads call it.
 __device__ void finish_between_blocks(finish_smem &m, int n) {
     using namespace nvcuda;
     int warp = threadIdx.x >> 5;
-    if (warp < 3) {
-        int I0 = 16 * (warp + 1), o = kt_row0(warp + 1);
-        if (I0 >= n) return;
+    tacc p0, p1;
+    wmma::fill_fragment(p0, 0.0f), wmma::fill_fragment(p1, 0.0f);
+    bool xy = false, z = false;
+    int I0 = 16 * (warp + 1), J0 = 16 * (warp - 3);
+    if (warp < 3 && I0 < n) {
+        int o = kt_row0(warp + 1);
         smat kt = {&m.kth[o][0], &m.ktl[o][0], FOP};
         tterm tx = {{&m.dLh[I0][0], &m.dLl[I0][0], FMP}, kt, false, false, I0, 1.0f};
         tterm ty = {{&m.dAh[I0][0], &m.dAl[I0][0], FMP}, kt, false, false, I0, 1.0f};
-        tacc px, py;
-        wmma::fill_fragment(px, 0.0f), wmma::fill_fragment(py, 0.0f);
-        tile_mma<false, false>(px, tx, 0, 0);
-        tile_mma<false, false>(py, ty, 0, 0);
-        wmma::store_matrix_sync(&m.Xs[I0][0], px, FXP, wmma::mem_row_major);
-        wmma::store_matrix_sync(&m.Ys[I0][0], py, FXP, wmma::mem_row_major);
-    } else if (warp < 6) {
-        int J = warp - 3, J0 = 16 * J, rho = J0 + 15, o = pz_row0(J);
-        if (rho >= n - 1) return;
+        tile_mma<false, false>(p0, tx, 0, 0);
+        tile_mma<false, false>(p1, ty, 0, 0);
+        xy = true;
+    } else if (warp >= 3 && warp < 6 && J0 + 15 < n - 1) {
+        int rho = J0 + 15, o = pz_row0(warp - 3);
         tterm tl = {{&m.dLh[rho + 1][J0], &m.dLl[rho + 1][J0], FMP},
                     {&m.pkh[o][0], &m.pkl[o][0], FOP},
                     true,
@@ -276,11 +280,16 @@ __device__ void finish_between_blocks(finish_smem &m, int n) {
                     false,
                     KDA_MAX_C - 1 - rho,
                     1.0f};
-        tacc pz;
-        wmma::fill_fragment(pz, 0.0f);
-        tile_mma<true, false>(pz, tl, 0, 0);
-        tile_mma<true, false>(pz, ta, 0, 0);
-        wmma::store_matrix_sync(&m.Zs[J0][0], pz, FXP, wmma::mem_row_major);
+        tile_mma<true, false>(p0, tl, 0, 0);
+        tile_mma<true, false>(p0, ta, 0, 0);
+        z = true;
+    }
+    __syncthreads(); // every operand read: X, Y, Z may overwrite them
+    if (xy) {
+        wmma::store_matrix_sync(&m.Xs[I0][0], p0, FXP, wmma::mem_row_major);
+        wmma::store_matrix_sync(&m.Ys[I0][0], p1, FXP, wmma::mem_row_major);
+    } else if (z) {
+        wmma::store_matrix_sync(&m.Zs[J0][0], p0, FXP, wmma::mem_row_major);
     }
 }
 
@@ -291,7 +300,7 @@ __device__ __forceinline__ float pair_a(const finish_smem &m, int r, int j) {
     return bf2f(m.dAh[r][j]) + bf2f(m.dAl[r][j]);
 }
 
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
                       const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias, kda_bwd_scratch w,
                       bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
@@ -323,20 +332,7 @@ __global__ void __launch_bounds__(256)
     float dA_total = 0.0f; // thread 0
     for (int d0 = 0; d0 < K; d0 += FT) {
         int dn = min(FT, K - d0);
-        // this thread's (row, column) pieces of the pass: their global inputs are read now, so
-        // that the loads overlap the staging and the tensor-core products below
-        enum { PER = MC * FT / 256 };
-        float pdq[PER], pdk[PER], pgm[PER], pz[PER];
-#pragma unroll
-        for (int x = 0; x < PER; x++) {
-            int e = tid + 256 * x, r = e / FT, dd = e % FT;
-            pdq[x] = pdk[x] = pgm[x] = pz[x] = 0.0f;
-            if (r < n && dd < dn) {
-                size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                pdq[x] = w.dQ[i], pdk[x] = w.dK[i], pgm[x] = w.Gm[i];
-                pz[x] = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
-            }
-        }
+        enum { PER = MC * FT / 256 }; // (row, column) pieces of the pass a thread
         __syncthreads();
         load_chunk_rows(s, sv.qn, K, b, c, h, n, MC, d0, FT, K, &m.qs[0][0], FTP);
         load_chunk_rows(s, sv.kn, K, b, c, h, n, MC, d0, FT, K, &m.ks[0][0], FTP);
@@ -377,7 +373,7 @@ __global__ void __launch_bounds__(256)
                 if (rho < n - 1) Z += expf(m.gs[rho][dd] - gr) * m.Zs[r][dd];
                 size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
                 float eg = expf(gr), egl = expf(m.gl[dd] - gr), be = m.betas[r];
-                float dqg = pdq[x], dkd = pdk[x], gm = pgm[x];
+                float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
                 w.dQ[i] = dqg * eg + sc * Y;
                 w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
                 dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
@@ -410,7 +406,7 @@ __global__ void __launch_bounds__(256)
             float dz = 0.0f, dal = 0.0f;
             if (r < n && dd < dn) {
                 size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                float z = pz[x];
+                float z = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
                 float alpha = -eA * softplus20(z), da = m.dgs[r][dd];
                 dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
                 df[i] = f2bf(dz);
