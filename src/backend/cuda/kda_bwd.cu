@@ -512,6 +512,9 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // D4
     size_t smem = sizeof(finish_smem);
     CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
+    CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
     kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
         s, sv, (const bf16 *)v, (const bf16 *)f, (const bf16 *)A_log, (const bf16 *)dt_bias, w, (bf16 *)dq, (bf16 *)dk,
         (bf16 *)dv, (bf16 *)df, (bf16 *)db);

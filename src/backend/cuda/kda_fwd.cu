@@ -440,6 +440,9 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
               "allows less (smaller heads fit: K=32 V=64 needs 60 KiB)",
               s.K, s.V, ismem);
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
+    // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
+    CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
     kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     kda_scan_fwd(s, sv, S); // h, Vn, and the final state into S when given
