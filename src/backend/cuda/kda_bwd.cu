@@ -43,10 +43,13 @@ size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
 }
 
 // ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
-// memory (kda_tile.cuh; the same bf16 hi/lo products as kda_chunk_gemm, so the same bits) ----
+// memory (kda_tile.cuh; the same bf16 hi/lo products as kda_chunk_gemm, so the same bits). One
+// product at a time through one fp32 tile F; Tinv is staged after the first phase, in the tail of
+// the region whose head holds that phase's operands: 72 KiB at K=32, V=64, C=64, with <= 80
+// registers a thread (launch bounds), 3 blocks an SM on Hopper ----
 struct d3_layout {
-    int CC, KP, VP, pv, pk, pc, pf;           // padded sizes; row pitches (bf16: pv, pk, pc; fp32: pf)
-    size_t r1, tinv, dvn, dwm, f1, f2, bytes; // byte offsets in dynamic shared memory
+    int CC, KP, VP, pv, pk, pc, pf;      // padded sizes; row pitches (bf16: pv, pk, pc; fp32: pf)
+    size_t r1, tinv, dvn, dwm, f, bytes; // byte offsets in dynamic shared memory
 };
 
 static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
@@ -55,10 +58,13 @@ static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
     L.pv = L.VP + 8, L.pk = L.KP + 8, L.pc = L.CC + 8;
     int wf = L.VP > L.CC ? L.VP : L.CC;
     L.pf = (wf > L.KP ? wf : L.KP) + 4;
+    // r1 holds, by phase: dO, Vn, h, dh; then βv, βk⊙e^Γ; then dTinv (hi, lo). Tinv lies after the
+    // second and third, from phase 2 on.
     size_t p1 = 2 * (size_t)L.CC * L.pv + 2 * (size_t)L.KP * L.pv, p2 = (size_t)L.CC * (L.pv + L.pk),
            p3 = 2 * (size_t)L.CC * L.pc;
-    size_t r1 = p1 > p2 ? p1 : p2;
-    r1 = r1 > p3 ? r1 : p3;
+    size_t t0 = ((p2 > p3 ? p2 : p3) * sizeof(bf16) + 127) & ~(size_t)127; // Tinv's offset in r1
+    size_t r1 = t0 + (size_t)L.CC * L.pc * sizeof(bf16);
+    r1 = r1 > p1 * sizeof(bf16) ? r1 : p1 * sizeof(bf16);
     size_t dv = (size_t)L.CC * (L.pv > L.pc ? L.pv : L.pc);
     size_t off = 0;
     auto take = [&](size_t bytes) {
@@ -66,17 +72,23 @@ static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
         off = (off + bytes + 127) & ~(size_t)127;
         return o;
     };
-    L.r1 = take(r1 * sizeof(bf16));
-    L.tinv = take((size_t)L.CC * L.pc * sizeof(bf16));
+    L.r1 = take(r1);
+    L.tinv = L.r1 + t0;
     L.dvn = take(2 * dv * sizeof(bf16));
     L.dwm = take(2 * (size_t)L.CC * L.pk * sizeof(bf16));
-    L.f1 = take((size_t)L.CC * L.pf * sizeof(float));
-    L.f2 = take((size_t)L.CC * L.pf * sizeof(float));
+    L.f = take((size_t)L.CC * L.pf * sizeof(float));
     L.bytes = off;
     return L;
 }
 
-__global__ void __launch_bounds__(256)
+// F ← Σ terms (one product of D3; the caller's barrier before, this one after so that F can be read).
+template <bool TA, bool TB, int NT>
+__device__ __forceinline__ void d3_product(float *F, const d3_layout &L, int M, int N, const tterm (&t)[NT], int mask) {
+    tile_gemm<TA, TB>(F, L.pf, M, N, t, mask);
+    __syncthreads();
+}
+
+__global__ void __launch_bounds__(256, 3)
     kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
     extern __shared__ __align__(128) unsigned char smraw[];
     const d3_layout L = d3_layout_of(s);
@@ -85,7 +97,7 @@ __global__ void __launch_bounds__(256)
     size_t row0 = kda_row(s, b, c, h, 0), ch = kda_chunk(s, b, c, h);
     size_t rsK = (size_t)s.H * K, rsV = (size_t)s.H * V, rsC = (size_t)s.H * C;
     bf16 *r1 = (bf16 *)(smraw + L.r1), *dvn = (bf16 *)(smraw + L.dvn), *dwm = (bf16 *)(smraw + L.dwm);
-    float *F1 = (float *)(smraw + L.f1), *F2 = (float *)(smraw + L.f2);
+    float *F = (float *)(smraw + L.f);
     size_t dvh = (size_t)CC * (L.pv > L.pc ? L.pv : L.pc); // the dVn / Xc region holds hi, then lo
     smat mdO = {r1, NULL, L.pv}, mVn = {r1 + CC * L.pv, NULL, L.pv};
     smat mh = {r1 + 2 * CC * L.pv, NULL, L.pv}, mdh = {r1 + 2 * CC * L.pv + KP * L.pv, NULL, L.pv};
@@ -96,60 +108,60 @@ __global__ void __launch_bounds__(256)
     tile_load(mh, sv.h + ch * K * V, V, K, V, KP, VP);
     tile_load(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
     tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP);
-    smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc}; // read from phase 2 on; loaded with the rest
+    __syncthreads();
+    {
+        tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}};
+        d3_product<false, true>(F, L, CC, KP, dq, KMASK_NONE);
+        tile_store(w.dQ + row0 * K, rsK, F, L.pf, n, K);
+        __syncthreads();
+        tterm dwmt[1] = {{mdVn, mh, false, true, VP, -1.0f}};
+        d3_product<false, true>(F, L, CC, KP, dwmt, KMASK_NONE);
+        tile_split(mdWm, F, L.pf, CC, KP);
+        __syncthreads();
+        tterm dkd[1] = {{mVn, mdh, false, true, VP, 1.0f}};
+        d3_product<false, true>(F, L, CC, KP, dkd, KMASK_NONE);
+        tile_store(w.dK + row0 * K, rsK, F, L.pf, n, K);
+        __syncthreads();
+        tterm daqk[1] = {{mdO, mVn, false, true, VP, 1.0f}};
+        d3_product<false, true>(F, L, CC, CC, daqk, KMASK_LOWER);
+        tile_store(w.dA + row0 * C, rsC, F, L.pf, n, C);
+    }
+    __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv, βk⊙e^Γ and Tinv
+    // phase 2: dBV = Tinvᵀ·dVn, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
+    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
+    smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc};
+    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
+    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
     tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
     __syncthreads();
     {
-        tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}}, dwm[1] = {{mdVn, mh, false, true, VP, -1.0f}};
-        tile_gemm<false, true>(F1, L.pf, CC, KP, dq, KMASK_NONE);
-        tile_gemm<false, true>(F2, L.pf, CC, KP, dwm, KMASK_NONE);
-    }
-    __syncthreads();
-    tile_store(w.dQ + row0 * K, rsK, F1, L.pf, n, K);
-    tile_split(mdWm, F2, L.pf, CC, KP);
-    __syncthreads();
-    {
-        tterm dkd[1] = {{mVn, mdh, false, true, VP, 1.0f}}, daqk[1] = {{mdO, mVn, false, true, VP, 1.0f}};
-        tile_gemm<false, true>(F1, L.pf, CC, KP, dkd, KMASK_NONE);
-        tile_gemm<false, true>(F2, L.pf, CC, CC, daqk, KMASK_LOWER);
-    }
-    __syncthreads();
-    tile_store(w.dK + row0 * K, rsK, F1, L.pf, n, K);
-    tile_store(w.dA + row0 * C, rsC, F2, L.pf, n, C);
-    __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv and βk⊙e^Γ
-    // phase 2: dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ, dBV = Tinvᵀ·dVn
-    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
-    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
-    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
-    __syncthreads();
-    {
-        tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
-        tile_gemm<false, true>(F1, L.pf, CC, CC, dt, KMASK_NONE);
         tterm dbv[1] = {{mT, mdVn, true, false, CC, 1.0f}};
-        tile_gemm<true, false>(F2, L.pf, CC, VP, dbv, KMASK_NONE);
+        d3_product<true, false>(F, L, CC, VP, dbv, KMASK_NONE);
+        tile_store(w.dBV + row0 * V, rsV, F, L.pf, n, V);
+        __syncthreads();
+        tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
+        d3_product<false, true>(F, L, CC, CC, dt, KMASK_NONE);
     }
-    __syncthreads();
     smat mdT = {r1, r1 + CC * L.pc, L.pc}; // βv and βk⊙e^Γ are no longer read
-    tile_store(w.dBV + row0 * V, rsV, F2, L.pf, n, V);
-    tile_split(mdT, F1, L.pf, CC, CC);
+    tile_split(mdT, F, L.pf, CC, CC);
     __syncthreads();
     // phase 3: G = Tinvᵀ·dWm, Xc = dTinv·Tinvᵀ, dL = strictly_lower(−Tinvᵀ·Xc)
     {
-        tterm gm[1] = {{mT, mdWm, true, false, CC, 1.0f}}, xc[1] = {{mdT, mT, false, true, CC, 1.0f}};
-        tile_gemm<true, false>(F2, L.pf, CC, KP, gm, KMASK_NONE);
-        tile_gemm<false, true>(F1, L.pf, CC, CC, xc, KMASK_NONE);
+        tterm gm[1] = {{mT, mdWm, true, false, CC, 1.0f}};
+        d3_product<true, false>(F, L, CC, KP, gm, KMASK_NONE);
+        tile_store(w.Gm + row0 * K, rsK, F, L.pf, n, K);
+        __syncthreads();
+        tterm xc[1] = {{mdT, mT, false, true, CC, 1.0f}};
+        d3_product<false, true>(F, L, CC, CC, xc, KMASK_NONE);
     }
-    __syncthreads();
     smat mXc = {dvn, dvn + dvh, L.pc}; // dVn is no longer read
-    tile_store(w.Gm + row0 * K, rsK, F2, L.pf, n, K);
-    tile_split(mXc, F1, L.pf, CC, CC);
+    tile_split(mXc, F, L.pf, CC, CC);
     __syncthreads();
     {
         tterm dl[1] = {{mT, mXc, true, false, CC, -1.0f}};
-        tile_gemm<true, false>(F2, L.pf, CC, CC, dl, KMASK_STRICT);
+        d3_product<true, false>(F, L, CC, CC, dl, KMASK_STRICT);
     }
-    __syncthreads();
-    tile_store(w.dL + row0 * C, rsC, F2, L.pf, n, C);
+    tile_store(w.dL + row0 * C, rsC, F, L.pf, n, C);
 }
 
 // The D3 chunk GEMMs, one by one (any head size; the fused kernel needs its operands to fit in
@@ -504,6 +516,8 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     size_t d3smem = d3_layout_of(s).bytes;
     if (d3_fused(d3smem)) {
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
+        CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
         kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w);
         CU_LAUNCHED();
     } else {
