@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# device_session.sh a|b|k|v|f1|f2 — one session's GPU measurements in device calls (each under the
+# device_session.sh n|q|r|k|... — one session's GPU measurements in device calls (each under the
 # 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
+#   n: session 17's first call on next/s17: the device tests on both builds, the D3 chunk-GEMM
+#      path, the KDA core and the op benchmarks (fused recompute rows), ncu per-kernel times of
+#      the core, kda's side of bench/step_vs_fla.sh (then q and r);
 #   k: a KDA-core change: the device tests, the core with the fused kernels against the
 #      chunk-GEMM path (KDA_CORE_UNFUSED=1) in tests and speed, ncu per-kernel times of the
 #      core, and kda's side of bench/step_vs_fla.sh;
@@ -91,6 +94,19 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 PY
 }
 case "$1" in
+n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective recompute fused into
+    # the backward ops, core_prep) built as build/cuda-device with main's kda kept as kda_base
+    both_builds 200 130
+    echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
+    KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
+    echo "== KDA core, fused (default) then KDA_CORE_UNFUSED=1"
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    KDA_CORE_UNFUSED=1 timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
+    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "rmsnorm|swiglu|GB/s|copy"
+    lap "KDA core and op benchmarks"
+    ncu_kda_kernels
+    kda_step_table
+    ;;
 r)
     bench300 $N "300M 32x2048, no recompute" ""
     bench300 $N "300M 32x2048, recompute selective (default set)" recompute_granularity=selective
