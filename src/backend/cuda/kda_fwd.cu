@@ -426,7 +426,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
                                                      (const bf16 *)dt_bias, sv);
     CU_LAUNCHED();
     size_t ismem = intra_layout_of(s).bytes;
-    KDA_CHECK(kda_smem_fits(ismem),
+    KDA_CHECK(cu_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
               "allows less (smaller heads fit: K=32 V=64 needs 96 KiB)",
               s.K, s.V, ismem);
