@@ -102,7 +102,9 @@ n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective re
     echo "== KDA core, fused (default) then KDA_CORE_UNFUSED=1"
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     KDA_CORE_UNFUSED=1 timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
-    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "rmsnorm|swiglu|GB/s|copy"
+    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "rmsnorm|swiglu|lm_head|GB/s|copy"
+    echo "== cross-entropy: the two-pass row kernel (KDA_CE_TWO_PASS=1)"
+    [ -x $N/bench_ops_cuda ] && KDA_CE_TWO_PASS=1 timeout 60 $N/bench_ops_cuda | grep -E "lm_head"
     lap "KDA core and op benchmarks"
     ncu_kda_kernels
     kda_step_table

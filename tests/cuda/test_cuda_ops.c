@@ -146,6 +146,19 @@ static void test_lm_head(int N, int d, int NV) {
     CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
     for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
     CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
+    {   // the two-pass row kernel (KDA_CE_TWO_PASS=1) and the default (the row kept on chip where it
+        // fits): the same loss and gradient bits
+        float *dEb_ = d_f32(dE0, (size_t)NV * d);
+        void *dxb_ = d_bf_nan((size_t)N * d);
+        setenv("KDA_CE_TWO_PASS", "1", 1);
+        double lb = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
+        unsetenv("KDA_CE_TWO_PASS");
+        float *dxb = h_of_bf(dxb_, (size_t)N * d), *dEb = h_of_f32(dEb_, (size_t)NV * d);
+        for (size_t i = 0; i < (size_t)NV * d; i++) dEb[i] -= dE0[i];
+        T_CHECK(lb == loss && !memcmp(dxb, dx, (size_t)N * d * 4) && !memcmp(dEb, dE, (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the two-pass row kernel gives the same loss, dx and dE bits", N, NV);
+        CU->free(dEb_), CU->free(dxb_), free(dxb), free(dEb);
+    }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
     CPU->lm_head_logits(x, E, lg_ref, N, d, NV);
@@ -463,6 +476,9 @@ int main(int argc, char **argv) {
     test_embed(700, 100, 5000);
     test_lm_head(300, 64, 1000);
     test_lm_head(777, 48, 50257);
+    test_lm_head(70, 32, 128256); // the real vocabulary: rows kept on chip, 15 or 16 groups a thread
+    test_lm_head(40, 32, 131072); // the most the on-chip kernel keeps (16 groups every thread)
+    test_lm_head(20, 16, 131080); // one group more: the two-pass kernel
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
     test_rmsnorm(333, 1024);
     test_rmsnorm(100, 200);

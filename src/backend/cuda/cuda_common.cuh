@@ -42,6 +42,9 @@ void cu_check_error_flag(void);
 void *cu_scratch(size_t bytes);
 // Bytes the arena holds after growing for a request of `bytes` (cu_scratch adds headroom).
 size_t cu_scratch_reserve(size_t bytes);
+// Whether a kernel that needs this much dynamic shared memory per block can run on the current
+// GPU (its opt-in limit).
+bool cu_smem_fits(size_t smem_bytes);
 // What each op asks cu_scratch for (the ops size their requests with these; the memory plan's
 // scratch_bytes takes the largest over a training step). Host arithmetic: no device needed.
 size_t cu_lm_head_ce_scratch_bytes(int N, int NV);
@@ -85,8 +88,8 @@ __device__ __forceinline__ void load16(const float *p, float *x) {
     float4 u = *(const float4 *)p;
     x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w;
 }
-__device__ __forceinline__ void load16(const bf16 *p, float *x) {
-    uint4 u = *(const uint4 *)p;
+// 8 bf16 in a 16-byte word to fp32
+__device__ __forceinline__ void unpack16(uint4 u, float *x) {
     unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int t = 0; t < 4; t++) {
@@ -94,6 +97,7 @@ __device__ __forceinline__ void load16(const bf16 *p, float *x) {
         x[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
     }
 }
+__device__ __forceinline__ void load16(const bf16 *p, float *x) { unpack16(*(const uint4 *)p, x); }
 
 // 8 fp32 values rounded to bf16 and stored with one 16-byte store (aligned address)
 __device__ __forceinline__ void store16(bf16 *p, const float *x) {

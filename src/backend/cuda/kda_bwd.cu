@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(256, 3)
 // not set (=1 forces the chunk-GEMM path below, to measure one against the other).
 static bool d3_fused(size_t smem_bytes) {
     const char *e = getenv("KDA_CORE_UNFUSED");
-    return kda_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
+    return cu_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
 }
 
 static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const kda_bwd_scratch &w) {

@@ -156,8 +156,4 @@ void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, c
 void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio);
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh);
 
-// Whether a per-chunk kernel that needs this much dynamic shared memory per block can run on
-// the current GPU (its opt-in limit).
-bool kda_smem_fits(size_t smem_bytes);
-
 #endif

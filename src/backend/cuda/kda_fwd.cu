@@ -448,7 +448,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     dim3 grid(s.NT, s.H, s.B);
     kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv);
     size_t ismem = intra_layout_of(s).bytes;
-    KDA_CHECK(kda_smem_fits(ismem),
+    KDA_CHECK(cu_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
               "allows less (smaller heads fit: K=32 V=64 needs 60 KiB)",
               s.K, s.V, ismem);
