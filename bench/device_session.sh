@@ -119,7 +119,11 @@ r)
             "recompute_granularity=selective recompute_modules=$set"
     done
     bench300 $N "300M 32x2048, no recompute (again)" ""
-    lap "recompute sets"
+    bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
+    echo "== 1B 16x2048, recompute selective"
+    timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
+    lap "recompute sets (and test_mem_plan's full and 1B selective peaks)"
     ;;
 q)
     fla_env
