@@ -90,7 +90,8 @@ typedef struct kda_ops {
     // y = x·rstd·w, rstd[n] = (mean x² + eps)^-½
     void (*rmsnorm_fwd)(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
     // dx written (or acc if accumulate), dw acc; y (may be NULL) written with the forward's output,
-    // the bits rmsnorm_fwd writes (the norm's recompute fused into its backward)
+    // the bits rmsnorm_fwd writes (the norm's recompute fused into its backward; a backend may
+    // require y aligned as the other operands are, so that it never changes how dx is summed)
     void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
                         int N, int d, int accumulate);
     // y = rmsnorm(o)·w ⊙ sigmoid(u), per row of width V (rows = N*H)

@@ -307,11 +307,15 @@ static void test_elementwise(size_t n) {
                 "swiglu_bwd n=%zu in place (dgate = dz): the same bits", n);
         CU->free(io_), CU->free(du2_), free(io), free(du2);
     }
-    CU->swiglu_bwd((char *)g_ + 2, (char *)u_ + 2, (char *)dz_ + 2, (char *)dg_ + 2, (char *)du_ + 2, (char *)zb_ + 2,
+    // one element off 16-byte alignment (the element-by-element path), into fresh NaN buffers
+    void *zu_ = d_bf_nan(n), *dgu_ = d_bf_nan(n), *duu_ = d_bf_nan(n);
+    CU->swiglu_bwd((char *)g_ + 2, (char *)u_ + 2, (char *)dz_ + 2, (char *)dgu_ + 2, (char *)duu_ + 2, (char *)zu_ + 2,
                    n - 1);
-    float *zb2 = h_of_bf(zb_, n);
-    T_CHECK(!memcmp(zb2 + 1, z + 1, (n - 1) * 4), "swiglu_bwd on unaligned pointers: its z has swiglu_fwd's bits");
-    CU->free(zb_), free(zb), free(dg2), free(zb2);
+    float *zb2 = h_of_bf(zu_, n), *dgb = h_of_bf(dgu_, n), *dub = h_of_bf(duu_, n);
+    T_CHECK(!memcmp(zb2 + 1, z + 1, (n - 1) * 4) && !memcmp(dgb + 1, dg + 1, (n - 1) * 4) &&
+                !memcmp(dub + 1, du + 1, (n - 1) * 4),
+            "swiglu_bwd on unaligned pointers: z, dgate, dup have the aligned path's bits");
+    CU->free(zb_), CU->free(zu_), CU->free(dgu_), CU->free(duu_), free(zb), free(dg2), free(zb2), free(dgb), free(dub);
     // pointers one element off 16-byte alignment take the element-by-element path: same values
     void *z2_ = d_bf_nan(n);
     CU->swiglu_fwd((char *)g_ + 2, (char *)u_ + 2, (char *)z2_ + 2, n - 1);

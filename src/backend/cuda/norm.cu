@@ -191,8 +191,10 @@ void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void 
     if (N <= 0) return;
     row_grid rg = grid_for(N, d);
     float *part = (float *)cu_scratch(cu_rmsnorm_bwd_scratch_bytes(N, d));
-    if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx) &&
-        (!y || cu_aligned16(y))) {
+    bool vec = d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx);
+    // the two kernels sum in different orders: an optional output must not pick the kernel
+    KDA_CHECK(!vec || !y || cu_aligned16(y), "rmsnorm_bwd: y is not 16-byte aligned while the other operands are");
+    if (vec) {
         rmsnorm_bwd_vec<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
             (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
         CU_LAUNCHED();
@@ -407,8 +409,12 @@ void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const flo
                           void *du, float *dw, void *y, int rows, int V) {
     if (rows <= 0) return;
     int L = lanes_per_row(V), nslots = gated_bwd_vec_slots(V);
-    if (nslots && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(d_o) &&
-        cu_aligned16(du) && (!y || cu_aligned16(y))) {
+    bool vec = nslots && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(dy) &&
+        cu_aligned16(d_o) && cu_aligned16(du);
+    // the two kernels sum in different orders: an optional output must not pick the kernel
+    KDA_CHECK(!vec || !y || cu_aligned16(y),
+              "gated_rmsnorm_bwd: y is not 16-byte aligned while the other operands are");
+    if (vec) {
         int G = gated_bwd_vec_blocks(rows, nslots);
         float *part = (float *)cu_scratch((size_t)G * V * sizeof(float));
         gated_rmsnorm_bwd_vec<<<G, 256, (size_t)nslots * V * sizeof(float), cu_stream>>>(
