@@ -277,8 +277,10 @@ __global__ void __launch_bounds__(CE_THREADS, 1)
 // compare both kernels in one process).
 static bool ce_onchip(int NV, const void *logits) {
     static int fits = -1;
-    if (fits < 0) {
-        fits = cu_smem_fits(CE_ONCHIP_SMEM);
+    if (fits < 0) { // the dynamic 128 KiB and the kernel's static shared memory (ce_block_lse's)
+        cudaFuncAttributes fa;
+        CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_onchip_kernel));
+        fits = cu_smem_fits(CE_ONCHIP_SMEM + fa.sharedSizeBytes);
         if (fits)
             CU_CHECK(cudaFuncSetAttribute(ce_rows_onchip_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)CE_ONCHIP_SMEM));
