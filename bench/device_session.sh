@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # device_session.sh n|q|r|k|... — one session's GPU measurements in device calls (each under the
 # 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
-#   n: session 17's first call on next/s17: the device tests on both builds, the D3 chunk-GEMM
-#      path, the KDA core and the op benchmarks (fused recompute rows), ncu per-kernel times of
-#      the core, kda's side of bench/step_vs_fla.sh (then q and r);
+#   n: session 17's first call on next/s17: the native build's device tests (sanitizers too),
+#      the D3 chunk-GEMM path, the KDA core and the op benchmarks (fused recompute rows), ncu
+#      per-kernel times of the core, kda's side of bench/step_vs_fla.sh, the two-pass CE rows'
+#      step (then q, then r: the portable build's tests and the recompute sets);
 #   k: a KDA-core change: the device tests, the core with the fused kernels against the
 #      chunk-GEMM path (KDA_CORE_UNFUSED=1) in tests and speed, ncu per-kernel times of the
 #      core, and kda's side of bench/step_vs_fla.sh;
@@ -96,20 +97,22 @@ PY
 case "$1" in
 n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective recompute fused into
     # the backward ops, core_prep) built as build/cuda-device with main's kda kept as kda_base
-    both_builds 200 130
+    # (~9 min: the portable build's tests run in r)
+    tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
     KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
     echo "== KDA core, fused (default) then KDA_CORE_UNFUSED=1"
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     KDA_CORE_UNFUSED=1 timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
     [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "rmsnorm|swiglu|lm_head|GB/s|copy"
-    echo "== cross-entropy: the two-pass row kernel (KDA_CE_TWO_PASS=1)"
-    [ -x $N/bench_ops_cuda ] && KDA_CE_TWO_PASS=1 timeout 60 $N/bench_ops_cuda | grep -E "lm_head"
     lap "KDA core and op benchmarks"
     ncu_kda_kernels
     kda_step_table
+    KDA_CE_TWO_PASS=1 bench300 $N "300M 32x2048, the two-pass cross-entropy rows (KDA_CE_TWO_PASS=1)" ""
+    lap "cross-entropy A/B"
     ;;
 r)
+    tests_on $P ops,kda,step,decode 130 device_log_ptx80.txt "portable (compute_80 PTX) device tests"
     bench300 $N "300M 32x2048, no recompute" ""
     bench300 $N "300M 32x2048, recompute selective (default set)" recompute_granularity=selective
     D=layernorm,conv,swiglu,gated_norm
