@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # device_session.sh n|q|r|k|... — one session's GPU measurements in device calls (each under the
 # 10-minute limit), everything built here beforehand (`make device-bins`, .whl with FLA's wheels):
-#   n: session 17's first call on next/s17: the device tests on both builds, the D3 chunk-GEMM
-#      path, the KDA core and the op benchmarks (fused recompute rows), ncu per-kernel times of
-#      the core, kda's side of bench/step_vs_fla.sh (then q and r);
+#   n: session 17's first call on next/s17: the native build's device tests (sanitizers too),
+#      the D3 chunk-GEMM path, the KDA core and the op benchmarks (fused recompute rows), ncu
+#      per-kernel times of the core, kda's side of bench/step_vs_fla.sh, the two-pass CE rows'
+#      step (then q, then r: the portable build's tests and the recompute sets);
 #   k: a KDA-core change: the device tests, the core with the fused kernels against the
 #      chunk-GEMM path (KDA_CORE_UNFUSED=1) in tests and speed, ncu per-kernel times of the
 #      core, and kda's side of bench/step_vs_fla.sh;
@@ -24,8 +25,8 @@
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
 #      the two kda builds' losses are identical to the bit (a change meant to keep the numbers);
 #   r: recompute sets at 300M 32 x 2048 in one call, none first and last (~4 min): which set
-#      saves the most memory within the issue's 3% (the default; with kda_gates, o_proj, in_proj
-#      added one by one; without swiglu);
+#      saves the most memory within the issue's 3% (the default; with core_prep, kda_gates, o_proj,
+#      in_proj added one by one; without swiglu);
 #   p: the parity run alone (as in f2);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -96,28 +97,36 @@ PY
 case "$1" in
 n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective recompute fused into
     # the backward ops, core_prep) built as build/cuda-device with main's kda kept as kda_base
-    both_builds 200 130
+    # (~9 min: the portable build's tests run in r)
+    tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"
     KDA_CORE_UNFUSED=1 timeout 60 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -5
     echo "== KDA core, fused (default) then KDA_CORE_UNFUSED=1"
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     KDA_CORE_UNFUSED=1 timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
-    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "rmsnorm|swiglu|GB/s|copy"
+    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "rmsnorm|swiglu|lm_head|GB/s|copy"
     lap "KDA core and op benchmarks"
     ncu_kda_kernels
     kda_step_table
+    KDA_CE_TWO_PASS=1 bench300 $N "300M 32x2048, the two-pass cross-entropy rows (KDA_CE_TWO_PASS=1)" ""
+    lap "cross-entropy A/B"
     ;;
 r)
+    tests_on $P ops,kda,step,decode 130 device_log_ptx80.txt "portable (compute_80 PTX) device tests"
     bench300 $N "300M 32x2048, no recompute" ""
     bench300 $N "300M 32x2048, recompute selective (default set)" recompute_granularity=selective
     D=layernorm,conv,swiglu,gated_norm
-    for set in "[$D,kda_gates]" "[$D,kda_gates,o_proj]" "[$D,kda_gates,o_proj,in_proj]" \
-        "[layernorm,conv,gated_norm,kda_gates,o_proj]" "[layernorm,conv,gated_norm]"; do
+    for set in "[$D,core_prep]" "[$D,core_prep,kda_gates]" "[$D,core_prep,kda_gates,o_proj]" \
+        "[$D,core_prep,kda_gates,o_proj,in_proj]" "[$D,kda_gates,o_proj]" "[layernorm,conv,gated_norm]"; do
         bench300 $N "300M 32x2048, recompute selective $set" \
             "recompute_granularity=selective recompute_modules=$set"
     done
     bench300 $N "300M 32x2048, no recompute (again)" ""
-    lap "recompute sets"
+    bench300 $N "300M 32x2048, recompute full" recompute_granularity=full
+    echo "== 1B 16x2048, recompute selective"
+    timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
+    lap "recompute sets (and test_mem_plan's full and 1B selective peaks)"
     ;;
 q)
     fla_env

@@ -227,8 +227,11 @@ static void test_recompute(kda_rng *r) {
         T_CHECK(loss[a][0] == loss[0][0] && loss[a][1] == loss[0][1], "recompute %s: losses %.9g %.9g = %.9g %.9g",
                 name[a], loss[a][0], loss[a][1], loss[0][0], loss[0][1]);
         T_CHECK(!memcmp(grads[a], grads[0], nf * sizeof(float)), "recompute %s: the same gradient bits", name[a]);
-        T_CHECK(act[a] < act[0], "recompute %s plans less activation memory than none (%zu < %zu bytes)", name[a],
-                act[a], act[0]);
+        if (strstr(name[a], "core_prep")) // a CUDA capability: the CPU core keeps only chunk states anyway
+            T_CHECK(act[a] == act[0], "recompute %s: the CPU plans what none plans (%zu bytes)", name[a], act[a]);
+        else
+            T_CHECK(act[a] < act[0], "recompute %s plans less activation memory than none (%zu < %zu bytes)", name[a],
+                    act[a], act[0]);
     }
     T_CHECK(act[all] < act[1] && act[full] < act[all],
             "activation memory: all modules %zu < default %zu, full %zu least", act[all], act[1], act[full]);

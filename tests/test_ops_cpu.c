@@ -131,7 +131,7 @@ static void test_rmsnorm(void) {
     ref_rmsnorm(in, ref, dm);
     T_REL("rmsnorm fwd", rel_d(y, ref, N * d), 1e-6);
     float *dy = randf(N * d, 1), *dx = nanf_buf(N * d), *dw = zeros(d);
-    O->rmsnorm_bwd(x, w, rstd, dy, dx, dw, N, d, 0);
+    O->rmsnorm_bwd(x, w, rstd, dy, dx, dw, NULL, N, d, 0);
     size_t sz[] = {N * d, d};
     double *dyd = to_d(dy, N * d);
     double *gx = fd_grad(ref_rmsnorm, in, 0, sz, N * d, dyd, dm), *gw = fd_grad(ref_rmsnorm, in, 1, sz, N * d, dyd, dm);
@@ -140,10 +140,13 @@ static void test_rmsnorm(void) {
     // accumulate mode adds
     float *dx2 = kda_malloc(N * d * sizeof(float));
     memcpy(dx2, dx, N * d * sizeof(float));
-    O->rmsnorm_bwd(x, w, rstd, dy, dx2, dw, N, d, 1);
+    float *yb = nanf_buf(N * d); // and writes the forward's output when asked, its bits
+    O->rmsnorm_bwd(x, w, rstd, dy, dx2, dw, yb, N, d, 1);
     double *twice = kda_malloc(N * d * sizeof(double));
     for (int i = 0; i < N * d; i++) twice[i] = 2.0 * gx[i];
     T_REL("rmsnorm bwd accumulate", rel_d(dx2, twice, N * d), 1e-5);
+    T_CHECK(!memcmp(yb, y, N * d * sizeof(float)), "rmsnorm bwd: its y has the forward's bits");
+    free(yb);
     free(x);
     free(w);
     free(y);
@@ -170,7 +173,10 @@ static void test_gnorm(void) {
     ref_gnorm(in, ref, dm);
     T_REL("gated rmsnorm fwd", rel_d(y, ref, Rr * V), 1e-6);
     float *dy = randf(Rr * V, 1), *d_o = nanf_buf(Rr * V), *du = nanf_buf(Rr * V), *dw = zeros(V);
-    O->gated_rmsnorm_bwd(o, u, w, rs, dy, d_o, du, dw, Rr, V);
+    float *yb = nanf_buf(Rr * V);
+    O->gated_rmsnorm_bwd(o, u, w, rs, dy, d_o, du, dw, yb, Rr, V);
+    T_CHECK(!memcmp(yb, y, Rr * V * sizeof(float)), "gated rmsnorm bwd: its y has the forward's bits");
+    free(yb);
     size_t sz[] = {Rr * V, Rr * V, V};
     double *dyd = to_d(dy, Rr * V);
     double *g0 = fd_grad(ref_gnorm, in, 0, sz, Rr * V, dyd, dm), *g1 = fd_grad(ref_gnorm, in, 1, sz, Rr * V, dyd, dm),
@@ -211,6 +217,16 @@ static void test_linear(void) {
     T_REL("linear bwd dx", rel_d(dx, g0, N * I), 1e-5);
     T_REL("linear bwd dW", rel_d(dW, g1, Oo * I), 1e-5);
     T_REL("linear bwd dbias", rel_d(db, g2, Oo), 1e-5);
+    // in two calls (dx alone, x not read; then dW and dbias alone): the same bits
+    float *dx1 = nanf_buf(N * I), *dW1 = zeros(Oo * I), *db1 = zeros(Oo);
+    O->linear_bwd(NULL, I, W, dy, dx1, NULL, NULL, N, I, Oo, 0);
+    O->linear_bwd(x, I, W, dy, NULL, dW1, db1, N, I, Oo, 0);
+    T_CHECK(!memcmp(dx1, dx, N * I * sizeof(float)) && !memcmp(dW1, dW, Oo * I * sizeof(float)) &&
+                !memcmp(db1, db, Oo * sizeof(float)),
+            "linear bwd in two calls (dx; dW, dbias): the same bits");
+    free(dx1);
+    free(dW1);
+    free(db1);
     free(x);
     free(W);
     free(b);
@@ -336,7 +352,17 @@ static void test_swiglu(void) {
     ref_swiglu(in, ref, dm);
     T_REL("swiglu fwd", rel_d(z, ref, n), 1e-6);
     float *dz = randf(n, 1), *dg = nanf_buf(n), *du = nanf_buf(n);
-    O->swiglu_bwd(g, u, dz, dg, du, n);
+    float *zb = nanf_buf(n);
+    O->swiglu_bwd(g, u, dz, dg, du, zb, n);
+    T_CHECK(!memcmp(zb, z, n * sizeof(float)), "swiglu bwd: its z has the forward's bits");
+    float *dgi = kda_malloc(n * sizeof(float)), *dui = nanf_buf(n); // dgate over dz, in place
+    memcpy(dgi, dz, n * sizeof(float));
+    O->swiglu_bwd(g, u, dgi, dgi, dui, NULL, n);
+    T_CHECK(!memcmp(dgi, dg, n * sizeof(float)) && !memcmp(dui, du, n * sizeof(float)),
+            "swiglu bwd in place (dgate = dz): the same bits");
+    free(zb);
+    free(dgi);
+    free(dui);
     size_t sz[] = {n, n};
     double *dzd = to_d(dz, n);
     double *g0 = fd_grad(ref_swiglu, in, 0, sz, n, dzd, dm), *g1 = fd_grad(ref_swiglu, in, 1, sz, n, dzd, dm);

@@ -98,7 +98,10 @@ typedef struct {
 //   in_proj     the fused q, k, v, f_proj.0, g_proj.0 projection (its GEMM rerun from the norm)
 //   kda_gates   the gates f and u (f_proj.1 and g_proj.1 rerun from their low-rank inputs)
 //   o_proj      the residual stream after attention (o_proj rerun from the gated norm, + the input)
-enum { KDA_N_RECOMPUTE_MODULES = 8 };
+//   core_prep   the KDA core's elementwise prep outputs (normalised q, k, gates, decay-scaled
+//               operands), rerun at the start of its backward (a backend capability: the CUDA
+//               core; the CPU core keeps only chunk states anyway)
+enum { KDA_N_RECOMPUTE_MODULES = 9 };
 extern const char *const kda_recompute_modules[KDA_N_RECOMPUTE_MODULES + 1];
 
 void kda_config_defaults(kda_config *c);

@@ -88,7 +88,7 @@ void kda_config_defaults(kda_config *c) {
 // Finalize: derive and validate. Messages name the keys and say what to change.
 
 const char *const kda_recompute_modules[KDA_N_RECOMPUTE_MODULES + 1] = {
-    "layernorm", "conv", "swiglu", "gated_norm", "core_attn", "in_proj", "kda_gates", "o_proj", NULL};
+    "layernorm", "conv", "swiglu", "gated_norm", "core_attn", "in_proj", "kda_gates", "o_proj", "core_prep", NULL};
 
 static int one_of(const char *v, const char *const *allowed) {
     for (; *allowed; allowed++)

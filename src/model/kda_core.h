@@ -23,6 +23,9 @@ typedef struct {
     int chunk;         // chunk size for KDA_CHUNKED (64)
     float scale;       // usually K^-1/2
     kda_core_algo algo;
+    int lean; // training: the backend may rerun the core's cheap elementwise prep in the backward
+              // instead of keeping its outputs (recompute_modules core_prep); the CPU core keeps only
+              // the chunk states either way
 } kda_core_dims;
 
 // Floats of saved state the forward writes for the backward (depends on dims and algo).

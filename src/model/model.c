@@ -32,7 +32,8 @@ struct kda_layer_acts {
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
-    void *dz, *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
+    // dgate holds dz (the down_proj's input gradient) first: swiglu_bwd turns it into dgate in place
+    void *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
     void *dproj; // [N,P] the gradient of acts' proj
 };
 
@@ -60,6 +61,22 @@ static proj_cols proj_cols_of(const kda_model *m, void *proj) {
 // them into it; without one it only adds their sizes up. kda_model_mem_of (the memory plan,
 // mem_plan.h) is that second call, so the plan and the allocation cannot disagree.
 
+// Bit i is config.h's kda_recompute_modules[i]; RC_FULL is recompute_granularity full.
+enum {
+    RC_LAYERNORM = 1,
+    RC_CONV = 2,
+    RC_SWIGLU = 4,
+    RC_GATED_NORM = 8,
+    RC_CORE = 16,
+    RC_IN_PROJ = 32,
+    RC_GATES = 64,
+    RC_O_PROJ = 128,
+    RC_CORE_PREP = 256,
+    RC_FULL = 512
+};
+_Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
+static int recompute_mask(const kda_config *c);
+
 static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B, int T) {
     kda_core_dims d = {.B = B,
                        .T = T,
@@ -68,7 +85,8 @@ static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B
                        .V = c->head_v_dim,
                        .chunk = c->kda_chunk_size,
                        .scale = (float)(1.0 / sqrt((double)c->head_dim)),
-                       .algo = algo};
+                       .algo = algo,
+                       .lean = (recompute_mask(c) & RC_CORE_PREP) != 0};
     return d;
 }
 
@@ -82,19 +100,6 @@ static kda_core_dims core_dims(const kda_model *m, int B, int T) { return core_d
 // A recomputed field of kda_layer_acts is one buffer shared by every layer: the forward of each
 // layer overwrites it, and the backward rewrites it (recompute_for_bwd) before reading it, with
 // the same ops on the same inputs, so the numbers are unchanged.
-// Bit i is config.h's kda_recompute_modules[i]; RC_FULL is recompute_granularity full.
-enum {
-    RC_LAYERNORM = 1,
-    RC_CONV = 2,
-    RC_SWIGLU = 4,
-    RC_GATED_NORM = 8,
-    RC_CORE = 16,
-    RC_IN_PROJ = 32,
-    RC_GATES = 64,
-    RC_O_PROJ = 128,
-    RC_FULL = 256
-};
-_Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
 
 static int recompute_mask(const kda_config *c) {
     if (!strcmp(c->recompute_granularity, "full")) return RC_FULL;
@@ -105,6 +110,25 @@ static int recompute_mask(const kda_config *c) {
         for (int j = 0; j < KDA_N_RECOMPUTE_MODULES; j++)
             if (!strcmp(c->recompute_modules[i], kda_recompute_modules[j])) mask |= 1 << j;
     return mask;
+}
+
+// Recomputed activations that the backward ops rewrite themselves instead of a forward op before
+// them (ops.h: the y / z outputs of rmsnorm_bwd, gated_rmsnorm_bwd, swiglu_bwd), from inputs those
+// ops read anyway, before the weight-gradient GEMM that reads them; each saves a pass over the
+// rerun's inputs. Not with full (layer_fwd reruns everything), nor where a rerun up front needs
+// them: xn feeds in_proj's GEMM, y feeds o_proj's.
+typedef struct {
+    int z, x2, y, xn;
+} bwd_rewrites;
+
+static bwd_rewrites rewrites_in_bwd(int rc) {
+    bwd_rewrites w = {0, 0, 0, 0};
+    if (rc & RC_FULL) return w;
+    w.z = rc & RC_SWIGLU;
+    w.x2 = rc & RC_LAYERNORM;
+    w.xn = (rc & RC_LAYERNORM) && !(rc & RC_IN_PROJ);
+    w.y = (rc & RC_GATED_NORM) && !(rc & RC_O_PROJ);
+    return w;
 }
 
 static int act_recomputed(int rc, size_t field) {
@@ -230,7 +254,6 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     // gradient scratch (one set, reused by every layer)
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
     size_t *p = &mm->grad_scratch;
-    g->dz = ACTS(z, p, N * F);
     g->dgate = ACTS(z, p, N * F);
     g->dup = ACTS(z, p, N * F);
     g->dx2 = ACTS(z, p, N * d);
@@ -421,7 +444,8 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     kda_core_dims cd = core_dims(m, B, T);
     // in the forward's order: each module's inputs are saved or rewritten above it
     int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim;
-    if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    bwd_rewrites w = rewrites_in_bwd(rc);
+    if ((rc & RC_LAYERNORM) && !w.xn) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
     proj_cols x = proj_cols_of(m, a->proj);
     if (rc & RC_CONV) {
@@ -435,10 +459,10 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     }
     if (rc & RC_CORE) // rewrites o with the same bits
         o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
-    if (rc & RC_GATED_NORM) o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+    if ((rc & RC_GATED_NORM) && !w.y)
+        o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
-    if (rc & RC_LAYERNORM) o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    if (rc & RC_SWIGLU) o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * c->intermediate_size);
+    // the others (w): in layer_bwd's rmsnorm_bwd, gated_rmsnorm_bwd and swiglu_bwd
 }
 
 // dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.
@@ -453,29 +477,41 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     recompute_for_bwd(m, l, B, T);
     proj_cols x = proj_cols_of(m, a->proj), dx = proj_cols_of(m, m->gs->dproj); // dx: written below, then one GEMM
 
+    // Each GEMM's input gradient first, its weight gradient after the op that rewrites its input
+    // when that is recomputed in the backward (rewrites_in_bwd; NULL: kept from the forward).
+    bwd_rewrites w = rewrites_in_bwd(recompute_mask(c));
+    void *z_out = w.z ? a->z : NULL, *x2_out = w.x2 ? a->x2 : NULL, *y_out = w.y ? a->y : NULL;
+    void *xn_out = w.xn ? a->xn : NULL;
+    kda_grad_scratch *g = m->gs;
+
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
-    o->linear_bwd(a->z, F, WP(p->down_proj), dh, m->gs->dz, GP(p->down_proj), NULL, N, F, d, 0);
-    o->swiglu_bwd(a->gate, a->up, m->gs->dz, m->gs->dgate, m->gs->dup, (size_t)N * F);
-    o->linear_bwd(a->x2, d, WP(p->gate_proj), m->gs->dgate, m->gs->dx2, GP(p->gate_proj), NULL, N, d, F, 0);
-    o->linear_bwd(a->x2, d, WP(p->up_proj), m->gs->dup, m->gs->dx2, GP(p->up_proj), NULL, N, d, F, 1);
-    o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, m->gs->dx2, dh, GP(p->mlp_norm), N, d, 1);
+    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dgate, NULL, NULL, N, F, d, 0);  // dz, into dgate's buffer
+    o->swiglu_bwd(a->gate, a->up, g->dgate, g->dgate, g->dup, z_out, (size_t)N * F); // dgate over dz, in place
+    o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
+    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgate, g->dx2, NULL, NULL, N, d, F, 0);
+    o->linear_bwd(NULL, d, WP(p->up_proj), g->dup, g->dx2, NULL, NULL, N, d, F, 1);
+    o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
+    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgate, NULL, GP(p->gate_proj), NULL, N, d, F, 0);
+    o->linear_bwd(a->x2, d, WP(p->up_proj), g->dup, NULL, GP(p->up_proj), NULL, N, d, F, 0);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
-    o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, m->gs->dy, GP(p->o_proj), NULL, N, Dv, d, 0);
-    o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, m->gs->dy, m->gs->d_o, m->gs->du, GP(p->o_norm), N * H,
+    o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);
+    o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, g->dy, g->d_o, g->du, GP(p->o_norm), y_out, N * H,
                          c->head_v_dim);
-    o->linear_bwd(x.g_low, P, WP(p->g_proj1), m->gs->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv,
-                  0);
-    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, m->gs->d_o, m->gs->dq,
-               m->gs->dk, m->gs->dv, m->gs->df, m->gs->db, GP(p->A_log), GP(p->dt_bias));
-    o->linear_bwd(x.f_low, P, WP(p->f_proj1), m->gs->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->linear_bwd(a->xn, d, WP(p->b_proj), m->gs->db, m->gs->dxn, GP(p->b_proj), NULL, N, d, H, 0);
-    o->conv_silu_bwd(x.q, P, WP(p->q_conv), m->gs->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.k, P, WP(p->k_conv), m->gs->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.v, P, WP(p->v_conv), m->gs->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
+    o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, NULL, GP(p->o_proj), NULL, N, Dv, d, 0);
+    o->linear_bwd(x.g_low, P, WP(p->g_proj1), g->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
+               g->dv, g->df, g->db, GP(p->A_log), GP(p->dt_bias));
+    o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
+    o->linear_bwd(NULL, d, WP(p->b_proj), g->db, g->dxn, NULL, NULL, N, d, H, 0);
+    o->conv_silu_bwd(x.q, P, WP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.k, P, WP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.v, P, WP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
     // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
-    o->linear_bwd(a->xn, d, WP(p->q_proj), m->gs->dproj, m->gs->dxn, GP(p->q_proj), NULL, N, d, P, 1);
-    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, m->gs->dxn, dh, GP(p->attn_norm), N, d, 1);
+    o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 1);
+    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
+    o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, NULL, GP(p->b_proj), NULL, N, d, H, 0);
+    o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
 }
 
 static void param_ready(kda_model *m, int idx) {
@@ -546,7 +582,8 @@ static double model_step(kda_model *m, const int32_t *ids, const int32_t *target
                                  backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, NULL);
     if (backward) {
         int hook = m->grad_ready && m->grad_ready_on;
-        o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), N, d, 0);
+        o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), NULL, N, d,
+                       0);
         if (hook) param_ready(m, m->final_norm);
         for (int l = L - 1; l >= 0; l--) {
             layer_bwd(m, l, m->dh, B, T);

@@ -89,14 +89,17 @@ typedef struct kda_ops {
     // ---- norms ----
     // y = x·rstd·w, rstd[n] = (mean x² + eps)^-½
     void (*rmsnorm_fwd)(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
-    // dx written (or acc if accumulate), dw acc
-    void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N,
-                        int d, int accumulate);
+    // dx written (or acc if accumulate), dw acc; y (may be NULL) written with the forward's output,
+    // the bits rmsnorm_fwd writes (the norm's recompute fused into its backward; a backend may
+    // require y aligned as the other operands are, so that it never changes how dx is summed)
+    void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+                        int N, int d, int accumulate);
     // y = rmsnorm(o)·w ⊙ sigmoid(u), per row of width V (rows = N*H)
     void (*gated_rmsnorm_fwd)(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
                               float eps);
+    // y (may be NULL): the forward's output, the bits gated_rmsnorm_fwd writes
     void (*gated_rmsnorm_bwd)(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
-                              void *du, float *dw, int rows, int V);
+                              void *du, float *dw, void *y, int rows, int V);
 
     // ---- linear ----
     // The input x (and its gradient dx) may be columns of a wider matrix: row n at x + n·ldx
@@ -104,7 +107,8 @@ typedef struct kda_ops {
     // y[N,O] = x[N,In]·W[O,In]ᵀ + bias[O] + res[N,O] (bias and res may be NULL; res may be y)
     void (*linear_fwd)(const void *x, int ldx, const void *W, const void *bias, const void *res, void *y, int N, int In,
                        int O);
-    // dx[N,In] = dy·W (written, or acc if accumulate; dx may be NULL), dW += dyᵀ·x, dbias += Σ dy
+    // dx[N,In] = dy·W (written, or acc if accumulate; dx may be NULL), dW += dyᵀ·x (dW may be NULL:
+    // x is not read then), dbias += Σ dy (may be NULL)
     void (*linear_bwd)(const void *x, int ldx, const void *W, const void *dy, void *dx, float *dW, float *dbias, int N,
                        int In, int O, int accumulate);
 
@@ -139,7 +143,8 @@ typedef struct kda_ops {
     // ---- MLP / residual ----
     // z = silu(gate)·up
     void (*swiglu_fwd)(const void *gate, const void *up, void *z, size_t n);
-    void (*swiglu_bwd)(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
+    // z (may be NULL): the forward's product, the bits swiglu_fwd writes; dgate may be dz (in place)
+    void (*swiglu_bwd)(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
 
     // ---- optimizer ----
     double (*sumsq)(const float *g, size_t n); // Σ g² (host double)

@@ -71,15 +71,20 @@ static void f_copy(void *c) {
     ck(cudaMemcpyAsync(cp_b, cp_a, cp_bytes, cudaMemcpyDeviceToDevice, 0), "copy");
 }
 static void f_rms_fwd(void *c) { (void)c, CU->rmsnorm_fwd(x_, w_, y_, rstd_, N, D, 1e-6f); }
-static void f_rms_bwd(void *c) { (void)c, CU->rmsnorm_bwd(x_, w_, rstd_, dy_, dx_, dw_, N, D, 0); }
+static void f_rms_bwd(void *c) { (void)c, CU->rmsnorm_bwd(x_, w_, rstd_, dy_, dx_, dw_, NULL, N, D, 0); }
+static void f_rms_bwd_y(void *c) { (void)c, CU->rmsnorm_bwd(x_, w_, rstd_, dy_, dx_, dw_, y_, N, D, 0); }
 static void f_grms_fwd(void *c) { (void)c, CU->gated_rmsnorm_fwd(o_, u_, w_, go_, grstd_, N * H, V, 1e-6f); }
 static void f_grms_bwd(void *c) {
-    (void)c, CU->gated_rmsnorm_bwd(o_, u_, w_, grstd_, gdy_, gdo_, gdu_, gw_f_, N * H, V);
+    (void)c, CU->gated_rmsnorm_bwd(o_, u_, w_, grstd_, gdy_, gdo_, gdu_, gw_f_, NULL, N * H, V);
+}
+static void f_grms_bwd_y(void *c) {
+    (void)c, CU->gated_rmsnorm_bwd(o_, u_, w_, grstd_, gdy_, gdo_, gdu_, gw_f_, go_, N * H, V);
 }
 static void f_conv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
 static void f_conv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
 static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sg_, su_, sz_, (size_t)N * F); }
-static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, (size_t)N * F); }
+static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, NULL, (size_t)N * F); }
+static void f_swiglu_bwd_z(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, sz_, (size_t)N * F); }
 static void f_sumsq(void *c) { (void)c, CU->sumsq(pg_, P); }
 static void f_nonfinite(void *c) { (void)c, CU->has_nonfinite(pg_, P); }
 static void f_adamw_multi(void *c) {
@@ -172,6 +177,7 @@ int main(int argc, char **argv) {
     CU->zero(dw_, D * 4);
     bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * bf + N * f4, 25);
     bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * bf + 2.0 * D * f4, 25);
+    bench("rmsnorm_bwd + y (recompute fused)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * bf + 2.0 * D * f4, 25);
     size_t gr = (size_t)N * H;
     double gn = (double)gr * V;
     o_ = d_rand_bf(gr * V, 1), u_ = d_rand_bf(gr * V, 1), gdy_ = d_rand_bf(gr * V, 1);
@@ -180,6 +186,7 @@ int main(int argc, char **argv) {
     CU->zero(gw_f_, V * 4);
     bench("gated_rmsnorm_fwd [524288x64]", f_grms_fwd, gn * bf * 3 + gr * f4 + V * bf, 12);
     bench("gated_rmsnorm_bwd", f_grms_bwd, gn * bf * 5 + gr * f4 + V * bf + 2.0 * V * f4, 12);
+    bench("gated_rmsnorm_bwd + y (recompute fused)", f_grms_bwd_y, gn * bf * 6 + gr * f4 + V * bf + 2.0 * V * f4, 12);
     CU->free(o_), CU->free(u_), CU->free(gdy_), CU->free(go_), CU->free(gdo_), CU->free(gdu_);
     CU->free(grstd_), CU->free(gw_f_);
 
@@ -206,6 +213,7 @@ int main(int argc, char **argv) {
     sz_ = CU->alloc(sn * 2), sdg_ = CU->alloc(sn * 2), sdu_ = CU->alloc(sn * 2);
     bench("swiglu_fwd [65536x4096]", f_swiglu_fwd, (double)sn * bf * 3, 12);
     bench("swiglu_bwd", f_swiglu_bwd, (double)sn * bf * 5, 12);
+    bench("swiglu_bwd + z (recompute fused)", f_swiglu_bwd_z, (double)sn * bf * 6, 12);
     CU->free(sg_), CU->free(su_), CU->free(sdz_), CU->free(sz_), CU->free(sdg_), CU->free(sdu_);
 
     // optimizer over ~300M parameters in 507 tensors: the tied embedding, then 506 of equal size

@@ -34,7 +34,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     const char *dir = argv[1];
-    kda_core_dims d = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), 64, 0, KDA_CHUNKED};
+    kda_core_dims d = {.B = atoi(argv[2]),
+                       .T = atoi(argv[3]),
+                       .H = atoi(argv[4]),
+                       .K = atoi(argv[5]),
+                       .V = atoi(argv[6]),
+                       .chunk = 64,
+                       .algo = KDA_CHUNKED};
     d.scale = 1.0f / sqrtf((float)d.K);
     size_t nk = (size_t)d.B * d.T * d.H * d.K, nv = (size_t)d.B * d.T * d.H * d.V, nb = (size_t)d.B * d.T * d.H;
     void *q = load_bf(dir, "q", nk), *k = load_bf(dir, "k", nk), *f = load_bf(dir, "f", nk);

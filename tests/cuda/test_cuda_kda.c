@@ -9,7 +9,7 @@
 // heads (K=32, V=64), partial last chunks, K=V=128 and odd sizes (16-byte and element-wise
 // operand loads), chunks 32 and 40. Outputs are
 // NaN-poisoned; dA_log/ddt_bias accumulate onto random values; a second backward must give
-// the same bits. Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
+// the same bits, and so must the lean form (kda_core_dims.lean: the prep rerun in the backward). Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include "cuda/kda_inputs.h"
 
 static void run_case(int B, int T, int H, int K, int V, int chunk) {
@@ -85,6 +85,32 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         same &= !memcmp(res[0][i], res[1][i], sz[i] * 4);
     }
     T_CHECK(same, "kda_bwd twice: bitwise identical gradients");
+    { // lean (recompute_modules core_prep): less saved, the prep rerun in the backward, the same bits
+        kda_core_dims dl = dg;
+        dl.lean = 1;
+        size_t bl = CU->kda_saved_bytes(&dl), bf = CU->kda_saved_bytes(&dg);
+        T_CHECK(bl < bf, "lean: a smaller saved buffer (%zu < %zu bytes)", bl, bf);
+        void *sl = CU->alloc(bl), *ol_ = d_bf_nan(x.nv);
+        CU->kda_fwd(&dl, q_, k_, v_, f_, b_, A_, dt_, ol_, sl);
+        void *dq_ = d_bf_nan(x.nk), *dk_ = d_bf_nan(x.nk), *dv_ = d_bf_nan(x.nv), *df_ = d_bf_nan(x.nk);
+        void *db_ = d_bf_nan(x.nb);
+        float *dA_ = d_f32(dA0, H), *ddt_ = d_f32(ddt0, (size_t)H * K);
+        CU->kda_bwd(&dl, q_, k_, v_, f_, b_, A_, dt_, sl, dO_, dq_, dk_, dv_, df_, db_, dA_, ddt_);
+        float *got[8] = {h_of_bf(dq_, x.nk),
+                         h_of_bf(dk_, x.nk),
+                         h_of_bf(dv_, x.nv),
+                         h_of_bf(df_, x.nk),
+                         h_of_bf(db_, x.nb),
+                         h_of_f32(dA_, H),
+                         h_of_f32(ddt_, (size_t)H * K),
+                         h_of_bf(ol_, x.nv)};
+        int eq = !memcmp(got[7], o, x.nv * 4);
+        for (int i = 0; i < 7; i++) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
+        T_CHECK(eq, "lean: the same output and gradient bits");
+        for (int i = 0; i < 8; i++) free(got[i]);
+        CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(db_), CU->free(dA_), CU->free(ddt_);
+        CU->free(sl), CU->free(ol_);
+    }
     for (int r = 0; r < 2; r++)
         for (int i = 0; i < 7; i++) free(res[r][i]);
     CU->free(q_), CU->free(k_), CU->free(v_), CU->free(f_), CU->free(b_), CU->free(A_), CU->free(dt_);

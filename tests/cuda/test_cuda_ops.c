@@ -78,6 +78,16 @@ static void test_linear(int N, int In, int O, int with_bias, int ld, int with_re
     float *gW = h_of_f32(gW_, (size_t)O * In), *dW_ref = h_copy(dW0, (size_t)O * In);
     CPU->linear_bwd(x, In, W, gy, NULL, dW_ref, NULL, N, In, O, 0);
     CHECK_REL("linear_bwd dx=NULL: dW", gW, dW_ref, (size_t)O * In, 1e-4);
+    { // dW == NULL: x is not read (NULL here), dx has the bits of the call with dW
+        void *ga_ = d_bf_nan((size_t)N * ld), *gb_ = d_bf_nan((size_t)N * ld);
+        float *gW2_ = d_f32(dW0, (size_t)O * In);
+        CU->linear_bwd(dx_, ld, dW_, gy_, BF_AT(ga_, c0), gW2_, NULL, N, In, O, 0);
+        CU->linear_bwd(NULL, ld, dW_, gy_, BF_AT(gb_, c0), NULL, NULL, N, In, O, 0);
+        float *ga = h_of_bf(ga_, (size_t)N * ld), *gb = h_of_bf(gb_, (size_t)N * ld);
+        T_CHECK(!memcmp(ga, gb, (size_t)N * ld * 4), "linear_bwd dW=NULL (ldx=%d): dx has the bits of the full call",
+                ld);
+        CU->free(ga_), CU->free(gb_), CU->free(gW2_), free(ga), free(gb);
+    }
     CU->free(gW_), CU->free(gy_), CU->free(dxw_), CU->free(dW_), CU->free(db_), CU->free(dy_), CU->free(dres_);
     free(x), free(W), free(bias), free(res), free(xw), free(y_ref), free(y), free(gy), free(dW0), free(dB0), free(dx0);
     free(gW), free(dW_ref);
@@ -136,6 +146,19 @@ static void test_lm_head(int N, int d, int NV) {
     CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
     for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
     CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
+    {   // the two-pass row kernel (KDA_CE_TWO_PASS=1) and the default (the row kept on chip where it
+        // fits): the same loss and gradient bits
+        float *dEb_ = d_f32(dE0, (size_t)NV * d);
+        void *dxb_ = d_bf_nan((size_t)N * d);
+        setenv("KDA_CE_TWO_PASS", "1", 1);
+        double lb = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
+        unsetenv("KDA_CE_TWO_PASS");
+        float *dxb = h_of_bf(dxb_, (size_t)N * d), *dEb = h_of_f32(dEb_, (size_t)NV * d);
+        for (size_t i = 0; i < (size_t)NV * d; i++) dEb[i] -= dE0[i];
+        T_CHECK(lb == loss && !memcmp(dxb, dx, (size_t)N * d * 4) && !memcmp(dEb, dE, (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the two-pass row kernel gives the same loss, dx and dE bits", N, NV);
+        CU->free(dEb_), CU->free(dxb_), free(dxb), free(dEb);
+    }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
     CPU->lm_head_logits(x, E, lg_ref, N, d, NV);
@@ -163,15 +186,21 @@ static void test_rmsnorm(int N, int d) {
     float *g = h_randn_bf((size_t)N * d, 1.0), *dx0 = h_randn_bf((size_t)N * d, 1.0), *dw0 = h_randn(d, 1.0);
     for (int acc = 0; acc <= 1; acc++) {
         float *dx_ref = h_copy(dx0, (size_t)N * d), *dw_ref = h_copy(dw0, d);
-        CPU->rmsnorm_bwd(x, w, r_ref, g, dx_ref, dw_ref, N, d, acc);
+        CPU->rmsnorm_bwd(x, w, r_ref, g, dx_ref, dw_ref, NULL, N, d, acc);
         void *g_ = d_bf(g, (size_t)N * d), *dx_ = acc ? d_bf(dx0, (size_t)N * d) : d_bf_nan((size_t)N * d);
-        float *dw_ = d_f32(dw0, d), *rr_ = d_f32(r_ref, N);
-        CU->rmsnorm_bwd(x_, w_, rr_, g_, dx_, dw_, N, d, acc);
+        float *dw_ = d_f32(dw0, d);
+        void *yb_ = acc ? d_bf_nan((size_t)N * d) : NULL; // with accumulate, the forward's y rewritten too
+        CU->rmsnorm_bwd(x_, w_, r_, g_, dx_, dw_, yb_, N, d, acc);
         float *dx = h_of_bf(dx_, (size_t)N * d), *dw = h_of_f32(dw_, d);
         snprintf(nm, sizeof nm, "rmsnorm_bwd dx (accumulate=%d)", acc);
         CHECK_REL(nm, dx, dx_ref, (size_t)N * d, 1e-2);
         CHECK_REL("rmsnorm_bwd dw (+=)", dw, dw_ref, d, 1e-4);
-        CU->free(g_), CU->free(dx_), CU->free(dw_), CU->free(rr_);
+        if (yb_) {
+            float *yb = h_of_bf(yb_, (size_t)N * d);
+            T_CHECK(!memcmp(yb, y, (size_t)N * d * 4), "rmsnorm_bwd N=%d d=%d: its y has rmsnorm_fwd's bits", N, d);
+            CU->free(yb_), free(yb);
+        }
+        CU->free(g_), CU->free(dx_), CU->free(dw_);
         free(dx_ref), free(dw_ref), free(dx), free(dw);
     }
     CU->free(x_), CU->free(w_), CU->free(y_), CU->free(r_);
@@ -193,14 +222,21 @@ static void test_gated_rmsnorm(int rows, int V) {
     CHECK_REL("gated_rmsnorm_fwd rstd", r, r_ref, rows, 1e-5);
     float *g = h_randn_bf(n, 1.0), *dw0 = h_randn(V, 1.0);
     float *do_ref = h_randn(n, 1), *du_ref = h_randn(n, 1), *dw_ref = h_copy(dw0, V);
-    CPU->gated_rmsnorm_bwd(o, u, w, r_ref, g, do_ref, du_ref, dw_ref, rows, V);
-    void *g_ = d_bf(g, n), *do_ = d_bf_nan(n), *du_ = d_bf_nan(n);
+    CPU->gated_rmsnorm_bwd(o, u, w, r_ref, g, do_ref, du_ref, dw_ref, NULL, rows, V);
+    void *g_ = d_bf(g, n), *do_ = d_bf_nan(n), *du_ = d_bf_nan(n), *yb_ = d_bf_nan(n);
     float *dw_ = d_f32(dw0, V), *rr_ = d_f32(r_ref, rows);
-    CU->gated_rmsnorm_bwd(o_, u_, w_, rr_, g_, do_, du_, dw_, rows, V);
-    float *d_o = h_of_bf(do_, n), *du = h_of_bf(du_, n), *dw = h_of_f32(dw_, V);
+    CU->gated_rmsnorm_bwd(o_, u_, w_, r_, g_, do_, du_, dw_, yb_, rows, V);
+    float *d_o = h_of_bf(do_, n), *du = h_of_bf(du_, n), *dw = h_of_f32(dw_, V), *yb = h_of_bf(yb_, n);
     CHECK_REL("gated_rmsnorm_bwd d_o", d_o, do_ref, n, 1e-2);
     CHECK_REL("gated_rmsnorm_bwd du", du, du_ref, n, 1e-2);
     CHECK_REL("gated_rmsnorm_bwd dw (+=)", dw, dw_ref, V, 1e-4);
+    T_CHECK(!memcmp(yb, y, n * 4), "gated_rmsnorm_bwd rows=%d V=%d: its y has gated_rmsnorm_fwd's bits", rows, V);
+    // without y, from the CPU's rstd: the same gradients to rounding
+    float *dw2_ = d_f32(dw0, V);
+    CU->gated_rmsnorm_bwd(o_, u_, w_, rr_, g_, do_, du_, dw2_, NULL, rows, V);
+    float *d_o2 = h_of_bf(do_, n);
+    CHECK_REL("gated_rmsnorm_bwd d_o (y NULL)", d_o2, do_ref, n, 1e-2);
+    CU->free(yb_), CU->free(dw2_), free(yb), free(d_o2);
     CU->free(o_), CU->free(u_), CU->free(w_), CU->free(y_), CU->free(r_), CU->free(g_), CU->free(do_);
     CU->free(du_), CU->free(dw_), CU->free(rr_);
     free(o), free(u), free(w), free(y_ref), free(r_ref), free(y), free(r), free(g), free(dw0), free(do_ref);
@@ -253,12 +289,33 @@ static void test_elementwise(size_t n) {
     float *z = h_of_bf(z_, n);
     CHECK_REL("swiglu_fwd", z, z_ref, n, 5e-3);
     float *dz = h_randn_bf(n, 1.0), *dg_ref = h_randn(n, 1), *du_ref = h_randn(n, 1);
-    CPU->swiglu_bwd(g, u, dz, dg_ref, du_ref, n);
-    void *dz_ = d_bf(dz, n), *dg_ = d_bf_nan(n), *du_ = d_bf_nan(n);
-    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, n);
+    CPU->swiglu_bwd(g, u, dz, dg_ref, du_ref, NULL, n);
+    void *dz_ = d_bf(dz, n), *dg_ = d_bf_nan(n), *du_ = d_bf_nan(n), *zb_ = d_bf_nan(n);
+    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, NULL, n);
     float *dg = h_of_bf(dg_, n), *du = h_of_bf(du_, n);
     CHECK_REL("swiglu_bwd dgate", dg, dg_ref, n, 1e-2);
     CHECK_REL("swiglu_bwd dup", du, du_ref, n, 1e-2);
+    // with z: the forward's bits, and the gradients unchanged; on unaligned pointers too
+    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, zb_, n);
+    float *zb = h_of_bf(zb_, n), *dg2 = h_of_bf(dg_, n);
+    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dg2, dg, n * 4), "swiglu_bwd n=%zu: its z has swiglu_fwd's bits", n);
+    { // dgate over dz, in place: the same bits
+        void *io_ = d_bf(dz, n), *du2_ = d_bf_nan(n);
+        CU->swiglu_bwd(g_, u_, io_, io_, du2_, NULL, n);
+        float *io = h_of_bf(io_, n), *du2 = h_of_bf(du2_, n);
+        T_CHECK(!memcmp(io, dg, n * 4) && !memcmp(du2, du, n * 4),
+                "swiglu_bwd n=%zu in place (dgate = dz): the same bits", n);
+        CU->free(io_), CU->free(du2_), free(io), free(du2);
+    }
+    // one element off 16-byte alignment (the element-by-element path), into fresh NaN buffers
+    void *zu_ = d_bf_nan(n), *dgu_ = d_bf_nan(n), *duu_ = d_bf_nan(n);
+    CU->swiglu_bwd((char *)g_ + 2, (char *)u_ + 2, (char *)dz_ + 2, (char *)dgu_ + 2, (char *)duu_ + 2, (char *)zu_ + 2,
+                   n - 1);
+    float *zb2 = h_of_bf(zu_, n), *dgb = h_of_bf(dgu_, n), *dub = h_of_bf(duu_, n);
+    T_CHECK(!memcmp(zb2 + 1, z + 1, (n - 1) * 4) && !memcmp(dgb + 1, dg + 1, (n - 1) * 4) &&
+                !memcmp(dub + 1, du + 1, (n - 1) * 4),
+            "swiglu_bwd on unaligned pointers: z, dgate, dup have the aligned path's bits");
+    CU->free(zb_), CU->free(zu_), CU->free(dgu_), CU->free(duu_), free(zb), free(dg2), free(zb2), free(dgb), free(dub);
     // pointers one element off 16-byte alignment take the element-by-element path: same values
     void *z2_ = d_bf_nan(n);
     CU->swiglu_fwd((char *)g_ + 2, (char *)u_ + 2, (char *)z2_ + 2, n - 1);
@@ -423,6 +480,9 @@ int main(int argc, char **argv) {
     test_embed(700, 100, 5000);
     test_lm_head(300, 64, 1000);
     test_lm_head(777, 48, 50257);
+    test_lm_head(70, 32, 128256); // the real vocabulary: rows kept on chip, 15 or 16 groups a thread
+    test_lm_head(40, 32, 131072); // the most the on-chip kernel keeps (16 groups every thread)
+    test_lm_head(20, 16, 131080); // one group more: the two-pass kernel
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
     test_rmsnorm(333, 1024);
     test_rmsnorm(100, 200);

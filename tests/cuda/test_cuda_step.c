@@ -169,20 +169,25 @@ int main(void) {
     printf("        profile: gemm %.3f kda %.3f ce %.3f other %.3f idle %.3f ms\n", ph.ms[0], ph.ms[1], ph.ms[2],
            ph.ms[3], ph.wall_ms - ph.busy_ms);
 
-    // recompute_granularity selective (default, then every module) / full on the GPU: the same loss
+    // recompute_granularity selective (default, then every module) / full, then selective with
+    // core_prep alone (the KDA core's lean saved buffer in every layer) on the GPU: the same loss
     // and gradient bits as none
     {
-        static const char *const modes[4] = {"", "selective", "selective", "full"};
-        double lr3[4];
-        float *g3[4];
-        size_t act3[4];
-        for (int a = 0; a < 4; a++) {
+        static const char *const modes[5] = {"", "selective", "selective", "full", "selective core_prep"};
+        double lr3[5];
+        float *g3[5];
+        size_t act3[5];
+        for (int a = 0; a < 5; a++) {
             kda_config cr = c;
-            snprintf(cr.recompute_granularity, sizeof cr.recompute_granularity, "%s", modes[a]);
+            snprintf(cr.recompute_granularity, sizeof cr.recompute_granularity, "%s", a == 4 ? "selective" : modes[a]);
             if (a == 2) { // every module (config.h kda_recompute_modules)
                 for (int i = 0; i < KDA_N_RECOMPUTE_MODULES; i++)
                     snprintf(cr.recompute_modules[i], sizeof cr.recompute_modules[i], "%s", kda_recompute_modules[i]);
                 cr.n_recompute_modules = KDA_N_RECOMPUTE_MODULES;
+            }
+            if (a == 4) {
+                snprintf(cr.recompute_modules[0], sizeof cr.recompute_modules[0], "core_prep");
+                cr.n_recompute_modules = 1;
             }
             kda_model *mm = kda_model_create(&cr, CU, B, T);
             kda_model_init(mm, seed);
@@ -192,14 +197,15 @@ int main(void) {
             act3[a] = mm->act_bytes_total;
             kda_model_free(mm);
         }
-        for (int a = 1; a < 4; a++) {
+        for (int a = 1; a < 5; a++) {
             T_CHECK(lr3[a] == lr3[0], "GPU recompute %s: loss %.9g = %.9g", modes[a], lr3[a], lr3[0]);
             T_CHECK(!memcmp(g3[a], g3[0], mc->n_floats * sizeof(float)), "GPU recompute %s: the same gradient bits",
                     modes[a]);
-            T_CHECK(act3[a] < act3[a - 1], "GPU recompute %s: less activation memory (%zu < %zu)", modes[a], act3[a],
-                    act3[a - 1]);
+            int prev = a == 4 ? 0 : a - 1; // core_prep alone against none
+            T_CHECK(act3[a] < act3[prev], "GPU recompute %s: less activation memory (%zu < %zu)", modes[a], act3[a],
+                    act3[prev]);
         }
-        for (int a = 0; a < 4; a++) free(g3[a]);
+        for (int a = 0; a < 5; a++) free(g3[a]);
     }
 
     kda_model_free(mr);

@@ -137,6 +137,11 @@ static void cpu_lm_head_logits(const void *x, const void *E, float *logits, int 
 
 // ---- norms ------------------------------------------------------------------------------
 
+// The forward's per-element outputs, shared with the backward's optional recompute (same bits).
+static inline float rms_out(float x, float r, float w) { return x * r * w; }
+static inline float gated_out(float o, float r, float w, float u) { return o * r * w * sigmoidf(u); }
+static inline float swiglu_out(float g, float u) { return g * sigmoidf(g) * u; }
+
 static void cpu_rmsnorm_fwd(const void *x_, const void *w_, void *y_, float *rstd, int N, int d, float eps) {
     const float *x = x_, *w = w_;
     float *y = y_;
@@ -148,7 +153,7 @@ static void cpu_rmsnorm_fwd(const void *x_, const void *w_, void *y_, float *rst
         for (int j = 0; j < d; j++) ss += (double)xr[j] * xr[j];
         float r = (float)(1.0 / sqrt(ss / d + eps));
         rstd[n] = r;
-        for (int j = 0; j < d; j++) yr[j] = xr[j] * r * w[j];
+        for (int j = 0; j < d; j++) yr[j] = rms_out(xr[j], r, w[j]);
     }
 }
 
@@ -167,9 +172,9 @@ static void colsum_prod(const float *a, const float *b, const float *srow, float
 }
 
 static void cpu_rmsnorm_bwd(const void *x_, const void *w_, const float *rstd, const void *dy_, void *dx_, float *dw,
-                            int N, int d, int accumulate) {
+                            void *y_, int N, int d, int accumulate) {
     const float *x = x_, *w = w_, *dy = dy_;
-    float *dx = dx_;
+    float *dx = dx_, *y = y_;
     // dw[j] += Σ_n dy·x·rstd
     colsum_prod(dy, x, rstd, dw, N, d);
 #pragma omp parallel for schedule(static)
@@ -184,6 +189,8 @@ static void cpu_rmsnorm_bwd(const void *x_, const void *w_, const float *rstd, c
             float v = r * (g[j] * w[j] - c * xr[j]);
             o[j] = accumulate ? o[j] + v : v;
         }
+        if (y)
+            for (int j = 0; j < d; j++) y[(size_t)n * d + j] = rms_out(xr[j], r, w[j]);
     }
 }
 
@@ -199,14 +206,14 @@ static void cpu_gated_rmsnorm_fwd(const void *o_, const void *u_, const void *w_
         for (int j = 0; j < V; j++) ss += (double)orow[j] * orow[j];
         float r = (float)(1.0 / sqrt(ss / V + eps));
         rstd[n] = r;
-        for (int j = 0; j < V; j++) yr[j] = orow[j] * r * w[j] * sigmoidf(urow[j]);
+        for (int j = 0; j < V; j++) yr[j] = gated_out(orow[j], r, w[j], urow[j]);
     }
 }
 
 static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const void *w_, const float *rstd, const void *dy_,
-                                  void *do_, void *du_, float *dw, int rows, int V) {
+                                  void *do_, void *du_, float *dw, void *y_, int rows, int V) {
     const float *o = o_, *u = u_, *w = w_, *dy = dy_;
-    float *d_o = do_, *du = du_;
+    float *d_o = do_, *du = du_, *y = y_;
     // dw[j] += Σ dy·n·sig(u): parallel over j with a fixed row order
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < V; j++) {
@@ -234,6 +241,8 @@ static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const void *w_
             float s = sigmoidf(u[base + j]);
             d_o[base + j] = r * (dy[base + j] * w[j] * s - c * o[base + j]);
         }
+        if (y)
+            for (int j = 0; j < V; j++) y[base + j] = gated_out(o[base + j], r, w[j], u[base + j]);
     }
 }
 
@@ -262,7 +271,7 @@ static void cpu_linear_bwd(const void *x, int ldx, const void *W, const void *dy
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, O, 1.0f, dy, O, W, In, accumulate ? 1.0f : 0.0f,
                     dx, ldx);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, In, N, 1.0f, dy, O, x, ldx, 1.0f, dW, In);
+    if (dW) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, In, N, 1.0f, dy, O, x, ldx, 1.0f, dW, In);
     if (dbias) {
 #pragma omp parallel for schedule(static)
         for (int o = 0; o < O; o++) {
@@ -382,18 +391,19 @@ static void cpu_swiglu_fwd(const void *g_, const void *u_, void *z_, size_t n) {
     const float *g = g_, *u = u_;
     float *z = z_;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) z[i] = g[i] * sigmoidf(g[i]) * u[i];
+    for (size_t i = 0; i < n; i++) z[i] = swiglu_out(g[i], u[i]);
 }
 
-static void cpu_swiglu_bwd(const void *g_, const void *u_, const void *dz_, void *dg_, void *du_, size_t n) {
+static void cpu_swiglu_bwd(const void *g_, const void *u_, const void *dz_, void *dg_, void *du_, void *z_, size_t n) {
     const float *g = g_, *u = u_, *dz = dz_;
-    float *dg = dg_, *du = du_;
+    float *dg = dg_, *du = du_, *z = z_;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float s = sigmoidf(g[i]);
         float gz = dz[i];
         dg[i] = gz * u[i] * s * (1.0f + g[i] * (1.0f - s));
         du[i] = gz * g[i] * s;
+        if (z) z[i] = swiglu_out(g[i], u[i]);
     }
 }
 

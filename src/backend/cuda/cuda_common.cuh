@@ -42,6 +42,9 @@ void cu_check_error_flag(void);
 void *cu_scratch(size_t bytes);
 // Bytes the arena holds after growing for a request of `bytes` (cu_scratch adds headroom).
 size_t cu_scratch_reserve(size_t bytes);
+// Whether a kernel that needs this much dynamic shared memory per block can run on the current
+// GPU (its opt-in limit).
+bool cu_smem_fits(size_t smem_bytes);
 // What each op asks cu_scratch for (the ops size their requests with these; the memory plan's
 // scratch_bytes takes the largest over a training step). Host arithmetic: no device needed.
 size_t cu_lm_head_ce_scratch_bytes(int N, int NV);
@@ -85,8 +88,8 @@ __device__ __forceinline__ void load16(const float *p, float *x) {
     float4 u = *(const float4 *)p;
     x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w;
 }
-__device__ __forceinline__ void load16(const bf16 *p, float *x) {
-    uint4 u = *(const uint4 *)p;
+// 8 bf16 in a 16-byte word to fp32
+__device__ __forceinline__ void unpack16(uint4 u, float *x) {
     unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int t = 0; t < 4; t++) {
@@ -94,6 +97,7 @@ __device__ __forceinline__ void load16(const bf16 *p, float *x) {
         x[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
     }
 }
+__device__ __forceinline__ void load16(const bf16 *p, float *x) { unpack16(*(const uint4 *)p, x); }
 
 // 8 fp32 values rounded to bf16 and stored with one 16-byte store (aligned address)
 __device__ __forceinline__ void store16(bf16 *p, const float *x) {
@@ -178,12 +182,12 @@ void cu_lm_head_ce_acc(const void *x, const void *E, const int32_t *targets, int
 double cu_loss_take(void);
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV);
 void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
-void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
-                    int accumulate);
+void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+                    int N, int d, int accumulate);
 void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
                           float eps);
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
-                          void *du, float *dw, int rows, int V);
+                          void *du, float *dw, void *y, int rows, int V);
 void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
 void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
                       int W);
@@ -201,7 +205,7 @@ void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, cons
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
                               const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
 void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
-void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n);
+void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
 double cu_sumsq(const float *g, size_t n);
 void cu_scale(float *g, float s, size_t n);
 void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,

@@ -33,8 +33,12 @@ __global__ void swiglu_fwd_kernel(const bf16 *__restrict__ g, const bf16 *__rest
     }
 }
 
-__global__ void swiglu_bwd_kernel(const bf16 *__restrict__ g, const bf16 *__restrict__ u, const bf16 *__restrict__ dz,
-                                  bf16 *__restrict__ dg, bf16 *__restrict__ du, size_t n, size_t n8) {
+// z (may be NULL): the forward's product, rewritten from the gate and up read here anyway
+// (selective recompute of swiglu fused into its backward), the bits swiglu_fwd_kernel writes.
+// dg may be dz (in place: each thread reads its elements of dz before it writes them to dg), so
+// neither is __restrict__.
+__global__ void swiglu_bwd_kernel(const bf16 *__restrict__ g, const bf16 *__restrict__ u, const bf16 *dz, bf16 *dg,
+                                  bf16 *__restrict__ du, bf16 *__restrict__ z, size_t n, size_t n8) {
     GRID_STRIDE(i, n8) {
         float gv[8], uv[8], dv[8], og[8], ou[8];
         load16(g + 8 * i, gv);
@@ -44,13 +48,19 @@ __global__ void swiglu_bwd_kernel(const bf16 *__restrict__ g, const bf16 *__rest
         for (int t = 0; t < 8; t++) swiglu1_bwd(gv[t], uv[t], dv[t], &og[t], &ou[t]);
         store16(dg + 8 * i, og);
         store16(du + 8 * i, ou);
+        if (z) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) og[t] = swiglu1(gv[t], uv[t]);
+            store16(z + 8 * i, og);
+        }
     }
     GRID_STRIDE(j, n - 8 * n8) {
         size_t i = 8 * n8 + j;
-        float a, b;
-        swiglu1_bwd(bf2f(g[i]), bf2f(u[i]), bf2f(dz[i]), &a, &b);
+        float a, b, gi = bf2f(g[i]), ui = bf2f(u[i]);
+        swiglu1_bwd(gi, ui, bf2f(dz[i]), &a, &b);
         dg[i] = f2bf(a);
         du[i] = f2bf(b);
+        if (z) z[i] = f2bf(swiglu1(gi, ui));
     }
 }
 
@@ -66,11 +76,12 @@ void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n) {
     CU_LAUNCHED();
 }
 
-void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, size_t n) {
+void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n) {
     if (!n) return;
-    size_t n8 = groups8(
-        n, cu_aligned16(gate) && cu_aligned16(up) && cu_aligned16(dz) && cu_aligned16(dgate) && cu_aligned16(dup));
+    size_t n8 = groups8(n,
+                        cu_aligned16(gate) && cu_aligned16(up) && cu_aligned16(dz) && cu_aligned16(dgate) &&
+                            cu_aligned16(dup) && (!z || cu_aligned16(z)));
     swiglu_bwd_kernel<<<ew_blocks(n8, n), 256, 0, cu_stream>>>((const bf16 *)gate, (const bf16 *)up, (const bf16 *)dz,
-                                                               (bf16 *)dgate, (bf16 *)dup, n, n8);
+                                                               (bf16 *)dgate, (bf16 *)dup, (bf16 *)z, n, n8);
     CU_LAUNCHED();
 }

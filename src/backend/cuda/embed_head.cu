@@ -132,33 +132,70 @@ __device__ __forceinline__ void lse_add8(float &m, float &s, const float *x) {
     for (int t = 0; t < 8; t++) s += __expf(x[t] - m);
 }
 
+// A row whose target is ignored (−100) or out of range (*err = 2): loss −1 and, with grad, a zero
+// gradient row. Returns whether the row was one.
+__device__ __forceinline__ bool ce_skip_row(bf16 *lr, uint4 *lv, int nvec, int NV, int tgt, int grad, float *loss_row,
+                                            int *err) {
+    if (tgt >= 0 && tgt < NV) return false;
+    if (tgt >= NV || (tgt < 0 && tgt != -100)) {
+        if (threadIdx.x == 0) *err = 2;
+    }
+    if (threadIdx.x == 0) *loss_row = -1.0f;
+    if (grad) {
+        for (int i = threadIdx.x; i < nvec; i += blockDim.x) lv[i] = make_uint4(0, 0, 0, 0);
+        for (int v = nvec * 8 + threadIdx.x; v < NV; v += blockDim.x) lr[v] = f2bf(0.0f);
+    }
+    return true;
+}
+
+// The block's (max, Σ exp) from each thread's: warps by butterflies, then thread 0 over the warps
+// in order; writes the row's loss (lse − its target's logit, read before any gradient is
+// stored) and returns lse to every thread.
+__device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, int tgt, float *loss_row) {
+    __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
+    __shared__ float lse_s;
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        lse_merge(m, s, m2, s2);
+    }
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) sm[warp] = m, ss[warp] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float M = sm[0], S = ss[0];
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(M, S, sm[i], ss[i]);
+        float lse = M + logf(S);
+        lse_s = lse;
+        *loss_row = lse - bf2f(lr[tgt]);
+    }
+    __syncthreads();
+    return lse_s;
+}
+
+// (softmax − onehot)·grad_scale of the 8 logits of group i, as one 16-byte word of bf16
+__device__ __forceinline__ uint4 ce_grad8(const float *x, int i, float lse, int tgt, float grad_scale) {
+    __align__(16) bf16 o[8];
+#pragma unroll
+    for (int t = 0; t < 8; t++) o[t] = f2bf((__expf(x[t] - lse) - (i * 8 + t == tgt ? 1.0f : 0.0f)) * grad_scale);
+    return *(const uint4 *)o;
+}
+
 // One block (1024 threads) per row of the logits chunk. loss[n] = lse − logit[target] (−1 when
 // ignored). With grad the row becomes (softmax − onehot)·grad_scale, bf16 (zeros when ignored).
 // Rows are read 16 bytes at a time when NV is a multiple of 8 (rows then stay 16-byte aligned):
 // a pass for (max, Σ exp), then a pass that writes the gradient; with one 256 KB row per SM in
-// flight (128,256 classes) the second read mostly hits L2.
+// flight (128,256 classes) the second read mostly hits L2. (ce_rows_onchip_kernel reads the row
+// once where it can.)
 __global__ void __launch_bounds__(CE_THREADS)
     ce_rows_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV, float grad_scale, int grad,
                    float *__restrict__ loss, int *err) {
-    __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
-    __shared__ float lse_s;
     int row = blockIdx.x;
     bf16 *lr = logits + (size_t)row * NV;
     int tgt = targets[row];
     bool vec = NV % 8 == 0 && ((uintptr_t)logits & 15) == 0;
     int nvec = vec ? NV / 8 : 0;
     uint4 *lv = (uint4 *)lr;
-    if (tgt < 0 || tgt >= NV) {
-        if (tgt >= NV || (tgt < 0 && tgt != -100)) {
-            if (threadIdx.x == 0) *err = 2;
-        }
-        if (threadIdx.x == 0) loss[row] = -1.0f;
-        if (grad) {
-            for (int i = threadIdx.x; i < nvec; i += blockDim.x) lv[i] = make_uint4(0, 0, 0, 0);
-            for (int v = nvec * 8 + threadIdx.x; v < NV; v += blockDim.x) lr[v] = f2bf(0.0f);
-        }
-        return;
-    }
+    if (ce_skip_row(lr, lv, nvec, NV, tgt, grad, loss + row, err)) return;
     float m = -INFINITY, s = 0.0f;
 #pragma unroll 4
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
@@ -175,36 +212,82 @@ __global__ void __launch_bounds__(CE_THREADS)
             s += __expf(l - m);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        lse_merge(m, s, m2, s2);
-    }
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) sm[warp] = m, ss[warp] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float M = sm[0], S = ss[0];
-        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(M, S, sm[i], ss[i]);
-        float lse = M + logf(S);
-        lse_s = lse;
-        loss[row] = lse - bf2f(lr[tgt]);
-    }
-    __syncthreads();
+    float lse = ce_block_lse(m, s, lr, tgt, loss + row);
     if (!grad) return;
-    float lse = lse_s;
 #pragma unroll 4
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
         float x[8];
         load16(lr + (size_t)i * 8, x);
-        __align__(16) bf16 o[8];
-#pragma unroll
-        for (int t = 0; t < 8; t++) o[t] = f2bf((__expf(x[t] - lse) - (i * 8 + t == tgt ? 1.0f : 0.0f)) * grad_scale);
-        lv[i] = *(const uint4 *)o;
+        lv[i] = ce_grad8(x, i, lse, tgt, grad_scale);
     }
     for (int v = nvec * 8 + threadIdx.x; v < NV; v += blockDim.x) {
         float p = __expf(bf2f(lr[v]) - lse);
         lr[v] = f2bf((p - (v == tgt ? 1.0f : 0.0f)) * grad_scale);
     }
+}
+
+// ce_rows_kernel with the row kept on chip, so that the logits are read once (the two-pass
+// kernel's second read partly missed L2: 12.6 ms a 300M 32 x 2048 step, ~2.7 TB/s): thread t
+// keeps its groups t + j·CE_THREADS, the first CE_KEEP_REG in registers, the next CE_KEEP_SMEM
+// in shared memory by cp.async (all 16 of its loads in flight at once), and the gradient pass
+// reads them there. The same per-thread order of lse_add8, the same block reduction and the same
+// gradient expression as ce_rows_kernel: the same bits. For NV % 8 == 0, 16-byte aligned rows of
+// at most CE_THREADS·CE_KEEP·8 = 131,072 classes; 128 KiB of dynamic shared memory (one block an
+// SM).
+enum { CE_KEEP_REG = 8, CE_KEEP_SMEM = 8, CE_KEEP = CE_KEEP_REG + CE_KEEP_SMEM };
+static const size_t CE_ONCHIP_SMEM = (size_t)CE_KEEP_SMEM * CE_THREADS * sizeof(uint4);
+
+__global__ void __launch_bounds__(CE_THREADS, 1)
+    ce_rows_onchip_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV, float grad_scale,
+                          int grad, float *__restrict__ loss, int *err) {
+    extern __shared__ uint4 keep_s[]; // [CE_KEEP_SMEM][CE_THREADS]
+    int row = blockIdx.x, t = threadIdx.x;
+    bf16 *lr = logits + (size_t)row * NV;
+    int tgt = targets[row], nvec = NV / 8;
+    uint4 *lv = (uint4 *)lr;
+    if (ce_skip_row(lr, lv, nvec, NV, tgt, grad, loss + row, err)) return;
+    uint4 r[CE_KEEP_REG];
+#pragma unroll
+    for (int j = CE_KEEP_REG; j < CE_KEEP; j++)
+        if (t + j * CE_THREADS < nvec) cp_async16(&keep_s[(j - CE_KEEP_REG) * CE_THREADS + t], lv + t + j * CE_THREADS);
+#pragma unroll
+    for (int j = 0; j < CE_KEEP_REG; j++)
+        if (t + j * CE_THREADS < nvec) r[j] = lv[t + j * CE_THREADS];
+    float m = -INFINITY, s = 0.0f, x[8];
+#pragma unroll
+    for (int j = 0; j < CE_KEEP_REG; j++)
+        if (t + j * CE_THREADS < nvec) unpack16(r[j], x), lse_add8(m, s, x);
+    cp_async_wait_all(); // this thread's own copies: no barrier needed to read them
+#pragma unroll
+    for (int j = CE_KEEP_REG; j < CE_KEEP; j++)
+        if (t + j * CE_THREADS < nvec) unpack16(keep_s[(j - CE_KEEP_REG) * CE_THREADS + t], x), lse_add8(m, s, x);
+    float lse = ce_block_lse(m, s, lr, tgt, loss + row);
+    if (!grad) return;
+#pragma unroll
+    for (int j = 0; j < CE_KEEP; j++) {
+        int i = t + j * CE_THREADS;
+        if (i >= nvec) continue;
+        unpack16(j < CE_KEEP_REG ? r[j] : keep_s[(j - CE_KEEP_REG) * CE_THREADS + t], x);
+        lv[i] = ce_grad8(x, i, lse, tgt, grad_scale);
+    }
+}
+
+// Whether ce_rows_onchip_kernel takes these rows: the GPU has the shared memory, the rows fit
+// and are aligned, and KDA_CE_TWO_PASS is not set (A/B runs; read at every call, so a test can
+// compare both kernels in one process).
+static bool ce_onchip(int NV, const void *logits) {
+    static int fits = -1;
+    if (fits < 0) { // the dynamic 128 KiB and the kernel's static shared memory (ce_block_lse's)
+        cudaFuncAttributes fa;
+        CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_onchip_kernel));
+        fits = cu_smem_fits(CE_ONCHIP_SMEM + fa.sharedSizeBytes);
+        if (fits)
+            CU_CHECK(cudaFuncSetAttribute(ce_rows_onchip_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)CE_ONCHIP_SMEM));
+    }
+    const char *e = getenv("KDA_CE_TWO_PASS");
+    return fits && !(e && *e && strcmp(e, "0")) && NV % 8 == 0 && NV / 8 <= CE_THREADS * CE_KEEP &&
+        cu_aligned16(logits);
 }
 
 // out[0] = Σ loss[i] over rows with loss ≥ 0, out[1] = their count: one block, a fixed order
@@ -275,8 +358,12 @@ static double *ce_launch(const void *x, const void *E, const int32_t *targets, i
         int n = N - n0 < chunk ? N - n0 : chunk;
         // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
         cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
-        ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL, s.loss + n0,
-                                                        cu_err_flag);
+        if (ce_onchip(NV, logits))
+            ce_rows_onchip_kernel<<<n, CE_THREADS, CE_ONCHIP_SMEM, cu_stream>>>(logits, targets + n0, NV, grad_scale,
+                                                                                dx != NULL, s.loss + n0, cu_err_flag);
+        else
+            ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL,
+                                                            s.loss + n0, cu_err_flag);
         CU_LAUNCHED();
         if (dx) {
             // dxᵀ[d,n] = E[d,NV]·dlogitsᵀ[NV,n]

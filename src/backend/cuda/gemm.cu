@@ -297,7 +297,7 @@ void cu_linear_bwd(const void *x, int ldx, const void *W, const void *dy, void *
     // dxᵀ[In,N] = W[In,O] (col-major view of W) · dyᵀ[O,N]
     if (dx) cu_gemm(0, 0, In, N, O, W, In, dy, O, dx, ldx, 0, 1.0f, accumulate ? 1.0f : 0.0f, NULL);
     // dWᵀ[In,O] += xᵀ[In,N] · op_T(dyᵀ[O,N])
-    cu_gemm(0, 1, In, O, N, x, ldx, dy, O, dW, In, 1, 1.0f, 1.0f, NULL);
+    if (dW) cu_gemm(0, 1, In, O, N, x, ldx, dy, O, dW, In, 1, 1.0f, 1.0f, NULL);
     if (dbias && N > 0) {
         int rows, G = bias_grad_groups(N, &rows);
         float *part = (float *)cu_scratch(cu_linear_bwd_scratch_bytes(N, O));

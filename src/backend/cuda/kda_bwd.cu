@@ -1,6 +1,7 @@
 // kda_bwd.cu — chunked KDA backward on the GPU (kda-model.md §3.4, steps B1–B10), from the
-// forward's saved buffer (nothing recomputed). Working gradients are fp32 in the backend's
-// scratch; results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
+// forward's saved buffer (nothing recomputed but, with kda_core_dims.lean, the prep outputs:
+// stage 1 of the forward rerun first). Working gradients are fp32 in the backend's scratch;
+// results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
 //   D1 chunk GEMM:     dVn = Aqkᵀ·dO                                   (first term of B1)
 //   D2 reverse scan (kda_scan.cu): dh = bf16(dS) per chunk; dVn += kg·dS; dS ← B3
 //   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
@@ -22,7 +23,8 @@ struct kda_bwd_scratch {
     float *pA, *pdt; // [NC], [NC,K] partials
 };
 
-static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
+// With lean, the prep outputs (kda_saved_layout) follow, carved into sv.
+static size_t bwd_layout(const kda_shape &s, int lean, void *base, kda_bwd_scratch *o, kda_saved *sv) {
     cu_carve c(base);
     o->dVn = c.take<float>(s.R * s.V);
     o->dh = c.take<bf16>(s.NC * s.K * s.V);
@@ -32,6 +34,7 @@ static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
     o->dL = o->dT;
     o->dBV = c.take<float>(s.R * s.V);
     o->pA = c.take<float>(s.NC), o->pdt = c.take<float>(s.NC * s.K);
+    if (lean) kda_carve_prep(s, c, sv);
     return c.off;
 }
 
@@ -39,14 +42,18 @@ static size_t bwd_layout(const kda_shape &s, void *base, kda_bwd_scratch *o) {
 size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
     kda_bwd_scratch w;
-    return s.R == 0 ? 0 : bwd_layout(s, NULL, &w);
+    kda_saved sv;
+    return s.R == 0 ? 0 : bwd_layout(s, d->lean, NULL, &w, &sv);
 }
 
 // ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
-// memory (kda_tile.cuh; the same bf16 hi/lo products as kda_chunk_gemm, so the same bits) ----
+// memory (kda_tile.cuh; the same bf16 hi/lo products as kda_chunk_gemm, so the same bits). One
+// product at a time through one fp32 tile F; Tinv is staged after the first phase, in the tail of
+// the region whose head holds that phase's operands: 72 KiB at K=32, V=64, C=64, with <= 80
+// registers a thread (launch bounds), 3 blocks an SM on Hopper ----
 struct d3_layout {
-    int CC, KP, VP, pv, pk, pc, pf;           // padded sizes; row pitches (bf16: pv, pk, pc; fp32: pf)
-    size_t r1, tinv, dvn, dwm, f1, f2, bytes; // byte offsets in dynamic shared memory
+    int CC, KP, VP, pv, pk, pc, pf;      // padded sizes; row pitches (bf16: pv, pk, pc; fp32: pf)
+    size_t r1, tinv, dvn, dwm, f, bytes; // byte offsets in dynamic shared memory
 };
 
 static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
@@ -55,10 +62,13 @@ static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
     L.pv = L.VP + 8, L.pk = L.KP + 8, L.pc = L.CC + 8;
     int wf = L.VP > L.CC ? L.VP : L.CC;
     L.pf = (wf > L.KP ? wf : L.KP) + 4;
+    // r1 holds, by phase: dO, Vn, h, dh; then βv, βk⊙e^Γ; then dTinv (hi, lo). Tinv lies after the
+    // second and third, from phase 2 on.
     size_t p1 = 2 * (size_t)L.CC * L.pv + 2 * (size_t)L.KP * L.pv, p2 = (size_t)L.CC * (L.pv + L.pk),
            p3 = 2 * (size_t)L.CC * L.pc;
-    size_t r1 = p1 > p2 ? p1 : p2;
-    r1 = r1 > p3 ? r1 : p3;
+    size_t t0 = ((p2 > p3 ? p2 : p3) * sizeof(bf16) + 127) & ~(size_t)127; // Tinv's offset in r1
+    size_t r1 = t0 + (size_t)L.CC * L.pc * sizeof(bf16);
+    r1 = r1 > p1 * sizeof(bf16) ? r1 : p1 * sizeof(bf16);
     size_t dv = (size_t)L.CC * (L.pv > L.pc ? L.pv : L.pc);
     size_t off = 0;
     auto take = [&](size_t bytes) {
@@ -66,17 +76,23 @@ static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
         off = (off + bytes + 127) & ~(size_t)127;
         return o;
     };
-    L.r1 = take(r1 * sizeof(bf16));
-    L.tinv = take((size_t)L.CC * L.pc * sizeof(bf16));
+    L.r1 = take(r1);
+    L.tinv = L.r1 + t0;
     L.dvn = take(2 * dv * sizeof(bf16));
     L.dwm = take(2 * (size_t)L.CC * L.pk * sizeof(bf16));
-    L.f1 = take((size_t)L.CC * L.pf * sizeof(float));
-    L.f2 = take((size_t)L.CC * L.pf * sizeof(float));
+    L.f = take((size_t)L.CC * L.pf * sizeof(float));
     L.bytes = off;
     return L;
 }
 
-__global__ void __launch_bounds__(256)
+// F ← Σ terms (one product of D3; the caller's barrier before, this one after so that F can be read).
+template <bool TA, bool TB, int NT>
+__device__ __forceinline__ void d3_product(float *F, const d3_layout &L, int M, int N, const tterm (&t)[NT], int mask) {
+    tile_gemm<TA, TB>(F, L.pf, M, N, t, mask);
+    __syncthreads();
+}
+
+__global__ void __launch_bounds__(256, 3)
     kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
     extern __shared__ __align__(128) unsigned char smraw[];
     const d3_layout L = d3_layout_of(s);
@@ -85,7 +101,7 @@ __global__ void __launch_bounds__(256)
     size_t row0 = kda_row(s, b, c, h, 0), ch = kda_chunk(s, b, c, h);
     size_t rsK = (size_t)s.H * K, rsV = (size_t)s.H * V, rsC = (size_t)s.H * C;
     bf16 *r1 = (bf16 *)(smraw + L.r1), *dvn = (bf16 *)(smraw + L.dvn), *dwm = (bf16 *)(smraw + L.dwm);
-    float *F1 = (float *)(smraw + L.f1), *F2 = (float *)(smraw + L.f2);
+    float *F = (float *)(smraw + L.f);
     size_t dvh = (size_t)CC * (L.pv > L.pc ? L.pv : L.pc); // the dVn / Xc region holds hi, then lo
     smat mdO = {r1, NULL, L.pv}, mVn = {r1 + CC * L.pv, NULL, L.pv};
     smat mh = {r1 + 2 * CC * L.pv, NULL, L.pv}, mdh = {r1 + 2 * CC * L.pv + KP * L.pv, NULL, L.pv};
@@ -96,60 +112,60 @@ __global__ void __launch_bounds__(256)
     tile_load(mh, sv.h + ch * K * V, V, K, V, KP, VP);
     tile_load(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
     tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP);
-    smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc}; // read from phase 2 on; loaded with the rest
+    __syncthreads();
+    {
+        tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}};
+        d3_product<false, true>(F, L, CC, KP, dq, KMASK_NONE);
+        tile_store(w.dQ + row0 * K, rsK, F, L.pf, n, K);
+        __syncthreads();
+        tterm dwmt[1] = {{mdVn, mh, false, true, VP, -1.0f}};
+        d3_product<false, true>(F, L, CC, KP, dwmt, KMASK_NONE);
+        tile_split(mdWm, F, L.pf, CC, KP);
+        __syncthreads();
+        tterm dkd[1] = {{mVn, mdh, false, true, VP, 1.0f}};
+        d3_product<false, true>(F, L, CC, KP, dkd, KMASK_NONE);
+        tile_store(w.dK + row0 * K, rsK, F, L.pf, n, K);
+        __syncthreads();
+        tterm daqk[1] = {{mdO, mVn, false, true, VP, 1.0f}};
+        d3_product<false, true>(F, L, CC, CC, daqk, KMASK_LOWER);
+        tile_store(w.dA + row0 * C, rsC, F, L.pf, n, C);
+    }
+    __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv, βk⊙e^Γ and Tinv
+    // phase 2: dBV = Tinvᵀ·dVn, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
+    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
+    smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc};
+    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
+    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
     tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
     __syncthreads();
     {
-        tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}}, dwm[1] = {{mdVn, mh, false, true, VP, -1.0f}};
-        tile_gemm<false, true>(F1, L.pf, CC, KP, dq, KMASK_NONE);
-        tile_gemm<false, true>(F2, L.pf, CC, KP, dwm, KMASK_NONE);
-    }
-    __syncthreads();
-    tile_store(w.dQ + row0 * K, rsK, F1, L.pf, n, K);
-    tile_split(mdWm, F2, L.pf, CC, KP);
-    __syncthreads();
-    {
-        tterm dkd[1] = {{mVn, mdh, false, true, VP, 1.0f}}, daqk[1] = {{mdO, mVn, false, true, VP, 1.0f}};
-        tile_gemm<false, true>(F1, L.pf, CC, KP, dkd, KMASK_NONE);
-        tile_gemm<false, true>(F2, L.pf, CC, CC, daqk, KMASK_LOWER);
-    }
-    __syncthreads();
-    tile_store(w.dK + row0 * K, rsK, F1, L.pf, n, K);
-    tile_store(w.dA + row0 * C, rsC, F2, L.pf, n, C);
-    __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv and βk⊙e^Γ
-    // phase 2: dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ, dBV = Tinvᵀ·dVn
-    smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
-    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
-    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
-    __syncthreads();
-    {
-        tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
-        tile_gemm<false, true>(F1, L.pf, CC, CC, dt, KMASK_NONE);
         tterm dbv[1] = {{mT, mdVn, true, false, CC, 1.0f}};
-        tile_gemm<true, false>(F2, L.pf, CC, VP, dbv, KMASK_NONE);
+        d3_product<true, false>(F, L, CC, VP, dbv, KMASK_NONE);
+        tile_store(w.dBV + row0 * V, rsV, F, L.pf, n, V);
+        __syncthreads();
+        tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
+        d3_product<false, true>(F, L, CC, CC, dt, KMASK_NONE);
     }
-    __syncthreads();
     smat mdT = {r1, r1 + CC * L.pc, L.pc}; // βv and βk⊙e^Γ are no longer read
-    tile_store(w.dBV + row0 * V, rsV, F2, L.pf, n, V);
-    tile_split(mdT, F1, L.pf, CC, CC);
+    tile_split(mdT, F, L.pf, CC, CC);
     __syncthreads();
     // phase 3: G = Tinvᵀ·dWm, Xc = dTinv·Tinvᵀ, dL = strictly_lower(−Tinvᵀ·Xc)
     {
-        tterm gm[1] = {{mT, mdWm, true, false, CC, 1.0f}}, xc[1] = {{mdT, mT, false, true, CC, 1.0f}};
-        tile_gemm<true, false>(F2, L.pf, CC, KP, gm, KMASK_NONE);
-        tile_gemm<false, true>(F1, L.pf, CC, CC, xc, KMASK_NONE);
+        tterm gm[1] = {{mT, mdWm, true, false, CC, 1.0f}};
+        d3_product<true, false>(F, L, CC, KP, gm, KMASK_NONE);
+        tile_store(w.Gm + row0 * K, rsK, F, L.pf, n, K);
+        __syncthreads();
+        tterm xc[1] = {{mdT, mT, false, true, CC, 1.0f}};
+        d3_product<false, true>(F, L, CC, CC, xc, KMASK_NONE);
     }
-    __syncthreads();
     smat mXc = {dvn, dvn + dvh, L.pc}; // dVn is no longer read
-    tile_store(w.Gm + row0 * K, rsK, F2, L.pf, n, K);
-    tile_split(mXc, F1, L.pf, CC, CC);
+    tile_split(mXc, F, L.pf, CC, CC);
     __syncthreads();
     {
         tterm dl[1] = {{mT, mXc, true, false, CC, -1.0f}};
-        tile_gemm<true, false>(F2, L.pf, CC, CC, dl, KMASK_STRICT);
+        d3_product<true, false>(F, L, CC, CC, dl, KMASK_STRICT);
     }
-    __syncthreads();
-    tile_store(w.dL + row0 * C, rsC, F2, L.pf, n, C);
+    tile_store(w.dL + row0 * C, rsC, F, L.pf, n, C);
 }
 
 // The D3 chunk GEMMs, one by one (any head size; the fused kernel needs its operands to fit in
@@ -158,7 +174,7 @@ __global__ void __launch_bounds__(256)
 // not set (=1 forces the chunk-GEMM path below, to measure one against the other).
 static bool d3_fused(size_t smem_bytes) {
     const char *e = getenv("KDA_CORE_UNFUSED");
-    return kda_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
+    return cu_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
 }
 
 static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const kda_bwd_scratch &w) {
@@ -201,8 +217,9 @@ static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *
 // products on tensor cores: X,Y of block I (ρ = its first row I0) = [dL|dAqk]_{I,<I0}·(k⊙e^{Γ_I0−Γ})
 // and Z of block J (ρ = its last row) = dL_{>ρ,J}ᵀ·(βk⊙e^{Γ−Γ_ρ}) + dAqk_{>ρ,J}ᵀ·(s·q⊙e^{Γ−Γ_ρ}),
 // with dL, dAqk and the scaled operands as bf16 hi + lo pairs (kda_tile.cuh).
-enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT + 8, FXP = FT + 4, FOR = 96 };
+enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96 };
 
+// 73 KiB: with <= 80 registers a thread (launch bounds), 3 blocks an SM on Hopper.
 struct __align__(128) finish_smem {
     bf16 dLh[KDA_MAX_C][FMP], dLl[KDA_MAX_C][FMP], dAh[KDA_MAX_C][FMP], dAl[KDA_MAX_C][FMP];
     union {
@@ -211,14 +228,17 @@ struct __align__(128) finish_smem {
             bf16 pkh[FOR][FOP], pkl[FOR][FOP]; // βk⊙e^{Γ−Γ_ρ}: block J = 0, 1, 2 at rows 0, 48, 80
             bf16 pqh[FOR][FOP], pql[FOR][FOP]; // s·q⊙e^{Γ−Γ_ρ}
         };
-        struct { // after the between-block products
+        struct { // after the between-block products (stored once every warp has read the above)
             float dgs[KDA_MAX_C][FTP], pb[KDA_MAX_C][FTP];
+            float Xs[KDA_MAX_C][FXP], Ys[KDA_MAX_C][FXP], Zs[KDA_MAX_C][FXP]; // between-block parts
         };
     };
-    float Xs[KDA_MAX_C][FXP], Ys[KDA_MAX_C][FXP], Zs[KDA_MAX_C][FXP]; // between-block parts
     float qs[KDA_MAX_C][FTP], ks[KDA_MAX_C][FTP], gs[KDA_MAX_C][FTP];
     float betas[KDA_MAX_C], dbeta[KDA_MAX_C], dApart[FT], gl[FT], hdh[FT];
 };
+
+// 3 blocks an SM on Hopper (228 KiB of shared memory an SM, 1 KiB reserved a block; 2 on A100's 164)
+static_assert(3 * (sizeof(finish_smem) + 1024) <= 228 * 1024, "finish_smem outgrew 3 blocks an SM");
 
 __device__ __forceinline__ int kt_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 : 48; } // rows j < 16·I
 __device__ __forceinline__ int pz_row0(int J) { return J == 0 ? 0 : J == 1 ? 48 : 80; } // rows j > 16·J + 15
@@ -245,25 +265,25 @@ __device__ void finish_stage(finish_smem &m, int n, int dn, float sc) {
     }
 }
 
-// Warps 0-2: X and Y of block I = warp + 1; warps 3-5: Z of block J = warp − 3.
+// Warps 0-2: X and Y of block I = warp + 1; warps 3-5: Z of block J = warp − 3. The products
+// are stored after a barrier, since X, Y, Z share their space with the operands. All threads call it.
 __device__ void finish_between_blocks(finish_smem &m, int n) {
     using namespace nvcuda;
     int warp = threadIdx.x >> 5;
-    if (warp < 3) {
-        int I0 = 16 * (warp + 1), o = kt_row0(warp + 1);
-        if (I0 >= n) return;
+    tacc p0, p1;
+    wmma::fill_fragment(p0, 0.0f), wmma::fill_fragment(p1, 0.0f);
+    bool xy = false, z = false;
+    int I0 = 16 * (warp + 1), J0 = 16 * (warp - 3);
+    if (warp < 3 && I0 < n) {
+        int o = kt_row0(warp + 1);
         smat kt = {&m.kth[o][0], &m.ktl[o][0], FOP};
         tterm tx = {{&m.dLh[I0][0], &m.dLl[I0][0], FMP}, kt, false, false, I0, 1.0f};
         tterm ty = {{&m.dAh[I0][0], &m.dAl[I0][0], FMP}, kt, false, false, I0, 1.0f};
-        tacc px, py;
-        wmma::fill_fragment(px, 0.0f), wmma::fill_fragment(py, 0.0f);
-        tile_mma<false, false>(px, tx, 0, 0);
-        tile_mma<false, false>(py, ty, 0, 0);
-        wmma::store_matrix_sync(&m.Xs[I0][0], px, FXP, wmma::mem_row_major);
-        wmma::store_matrix_sync(&m.Ys[I0][0], py, FXP, wmma::mem_row_major);
-    } else if (warp < 6) {
-        int J = warp - 3, J0 = 16 * J, rho = J0 + 15, o = pz_row0(J);
-        if (rho >= n - 1) return;
+        tile_mma<false, false>(p0, tx, 0, 0);
+        tile_mma<false, false>(p1, ty, 0, 0);
+        xy = true;
+    } else if (warp >= 3 && warp < 6 && J0 + 15 < n - 1) {
+        int rho = J0 + 15, o = pz_row0(warp - 3);
         tterm tl = {{&m.dLh[rho + 1][J0], &m.dLl[rho + 1][J0], FMP},
                     {&m.pkh[o][0], &m.pkl[o][0], FOP},
                     true,
@@ -276,11 +296,16 @@ __device__ void finish_between_blocks(finish_smem &m, int n) {
                     false,
                     KDA_MAX_C - 1 - rho,
                     1.0f};
-        tacc pz;
-        wmma::fill_fragment(pz, 0.0f);
-        tile_mma<true, false>(pz, tl, 0, 0);
-        tile_mma<true, false>(pz, ta, 0, 0);
-        wmma::store_matrix_sync(&m.Zs[J0][0], pz, FXP, wmma::mem_row_major);
+        tile_mma<true, false>(p0, tl, 0, 0);
+        tile_mma<true, false>(p0, ta, 0, 0);
+        z = true;
+    }
+    __syncthreads(); // every operand read: X, Y, Z may overwrite them
+    if (xy) {
+        wmma::store_matrix_sync(&m.Xs[I0][0], p0, FXP, wmma::mem_row_major);
+        wmma::store_matrix_sync(&m.Ys[I0][0], p1, FXP, wmma::mem_row_major);
+    } else if (z) {
+        wmma::store_matrix_sync(&m.Zs[J0][0], p0, FXP, wmma::mem_row_major);
     }
 }
 
@@ -291,7 +316,7 @@ __device__ __forceinline__ float pair_a(const finish_smem &m, int r, int j) {
     return bf2f(m.dAh[r][j]) + bf2f(m.dAl[r][j]);
 }
 
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
                       const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias, kda_bwd_scratch w,
                       bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
@@ -323,20 +348,7 @@ __global__ void __launch_bounds__(256)
     float dA_total = 0.0f; // thread 0
     for (int d0 = 0; d0 < K; d0 += FT) {
         int dn = min(FT, K - d0);
-        // this thread's (row, column) pieces of the pass: their global inputs are read now, so
-        // that the loads overlap the staging and the tensor-core products below
-        enum { PER = MC * FT / 256 };
-        float pdq[PER], pdk[PER], pgm[PER], pz[PER];
-#pragma unroll
-        for (int x = 0; x < PER; x++) {
-            int e = tid + 256 * x, r = e / FT, dd = e % FT;
-            pdq[x] = pdk[x] = pgm[x] = pz[x] = 0.0f;
-            if (r < n && dd < dn) {
-                size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                pdq[x] = w.dQ[i], pdk[x] = w.dK[i], pgm[x] = w.Gm[i];
-                pz[x] = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
-            }
-        }
+        enum { PER = MC * FT / 256 }; // (row, column) pieces of the pass a thread
         __syncthreads();
         load_chunk_rows(s, sv.qn, K, b, c, h, n, MC, d0, FT, K, &m.qs[0][0], FTP);
         load_chunk_rows(s, sv.kn, K, b, c, h, n, MC, d0, FT, K, &m.ks[0][0], FTP);
@@ -377,7 +389,7 @@ __global__ void __launch_bounds__(256)
                 if (rho < n - 1) Z += expf(m.gs[rho][dd] - gr) * m.Zs[r][dd];
                 size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
                 float eg = expf(gr), egl = expf(m.gl[dd] - gr), be = m.betas[r];
-                float dqg = pdq[x], dkd = pdk[x], gm = pgm[x];
+                float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
                 w.dQ[i] = dqg * eg + sc * Y;
                 w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
                 dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
@@ -410,7 +422,7 @@ __global__ void __launch_bounds__(256)
             float dz = 0.0f, dal = 0.0f;
             if (r < n && dd < dn) {
                 size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                float z = pz[x];
+                float z = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
                 float alpha = -eA * softplus20(z), da = m.dgs[r][dd];
                 dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
                 df[i] = f2bf(dz);
@@ -484,14 +496,14 @@ __global__ void __launch_bounds__(256)
 void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
                 void *dv, void *df, void *db, float *dA_log, float *ddt_bias) {
-    (void)q, (void)k, (void)b; // everything needed was saved by the forward
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
     kda_saved sv;
-    kda_saved_layout(s, (void *)saved, &sv);
+    kda_saved_layout(s, d->lean, (void *)saved, &sv);
     kda_bwd_scratch w;
-    size_t bytes = bwd_layout(s, NULL, &w);
-    bwd_layout(s, cu_scratch(bytes), &w);
+    size_t bytes = bwd_layout(s, d->lean, NULL, &w, &sv);
+    bwd_layout(s, d->lean, cu_scratch(bytes), &w, &sv);
+    if (d->lean) kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv); // the forward's stage 1 again: its bits
     int C = s.C, K = s.K, V = s.V;
     const bf16 *dO = (const bf16 *)d_o;
 
@@ -508,6 +520,8 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     size_t d3smem = d3_layout_of(s).bytes;
     if (d3_fused(d3smem)) {
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
+        CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
         kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w);
         CU_LAUNCHED();
     } else {
@@ -516,6 +530,9 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // D4
     size_t smem = sizeof(finish_smem);
     CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
+    CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
     kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
         s, sv, (const bf16 *)v, (const bf16 *)f, (const bf16 *)A_log, (const bf16 *)dt_bias, w, (bf16 *)dq, (bf16 *)dk,
         (bf16 *)dv, (bf16 *)df, (bf16 *)db);

@@ -48,17 +48,28 @@ struct kda_saved {
     bf16 *h;            // state at the start of each chunk         [NC,K,V]
 };
 
-static inline size_t kda_saved_layout(const kda_shape &s, void *base, kda_saved *o) {
-    cu_carve c(base);
+// The saved buffer: the prep outputs (qn .. vb, elementwise in the inputs: 588 bytes a token and
+// head at K=32, V=64), then the chunk products (Aqk .. h: 512 bytes). With lean (kda_core_dims.lean)
+// the prep outputs are not kept: the forward writes them into its scratch, the backward reruns
+// the prep kernel into its own (the same kernel on the same inputs: the same bits).
+static inline void kda_carve_prep(const kda_shape &s, cu_carve &c, kda_saved *o) {
     o->qn = c.take<bf16>(s.R * s.K), o->kn = c.take<bf16>(s.R * s.K);
     o->rq = c.take<float>(s.R), o->rk = c.take<float>(s.R);
     o->G = c.take<float>(s.R * s.K), o->beta = c.take<float>(s.R);
     o->qg = c.take<bf16>(s.R * s.K), o->kg = c.take<bf16>(s.R * s.K), o->kb = c.take<bf16>(s.R * s.K);
     o->vb = c.take<bf16>(s.R * s.V);
+}
+static inline void kda_carve_chunk(const kda_shape &s, cu_carve &c, kda_saved *o) {
     o->Aqk = c.take<bf16>(s.R * s.C), o->Tinv = c.take<bf16>(s.R * s.C);
     o->Wm = c.take<bf16>(s.R * s.K), o->Vn = c.take<bf16>(s.R * s.V);
-    o->Um = NULL;
     o->h = c.take<bf16>(s.NC * s.K * s.V);
+}
+static inline size_t kda_saved_layout(const kda_shape &s, int lean, void *base, kda_saved *o) {
+    kda_saved none = {};
+    *o = none;
+    cu_carve c(base);
+    if (!lean) kda_carve_prep(s, c, o);
+    kda_carve_chunk(s, c, o);
     return c.off;
 }
 
@@ -139,11 +150,10 @@ void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
 
 // The state scans (kda_scan.cu): forward, Sio as in cu_kda_fwd_chunked_state; backward, dVn
 // Aqkᵀ·dO on entry and all of B1 on exit, dh the per-chunk snapshots of dS.
+// Stage 1 of the forward (kda_fwd.cu): the prep outputs of sv from the core's inputs.
+void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, const void *f, const void *b,
+              const void *A_log, const void *dt_bias, const kda_saved &sv);
 void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio);
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh);
-
-// Whether a per-chunk kernel that needs this much dynamic shared memory per block can run on
-// the current GPU (its opt-in limit).
-bool kda_smem_fits(size_t smem_bytes);
 
 #endif

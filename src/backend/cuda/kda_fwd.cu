@@ -8,7 +8,8 @@
 //   4. scan   (kda_scan.cu; sequential over chunks): state S in fp32; snapshot h = bf16(S);
 //             Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
 //   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
-// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these but Um for the backward.
+// Every exponent is ≤ 0 (§3.5). The saved buffer keeps all of these but Um for the backward (with
+// kda_core_dims.lean, not the prep outputs either: the backward reruns stage 1).
 // Generation (cu_kda_fwd_chunked_state): the scan may start from a given fp32 state and hand
 // back the final one ([B,H,K,V], in place); the backward assumes a zero initial state.
 #include <stdlib.h>
@@ -18,13 +19,21 @@
 size_t cu_kda_saved_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
     kda_saved sv;
-    return kda_saved_layout(s, NULL, &sv);
+    return kda_saved_layout(s, d->lean, NULL, &sv);
 }
 
-// The forward's scratch: Um [R,V] bf16, between the intra kernel and the state scan.
+// The forward's scratch: Um [R,V] bf16, between the intra kernel and the state scan; with lean,
+// the prep outputs too (kda_saved_layout).
+static size_t fwd_scratch_layout(const kda_shape &s, int lean, void *base, kda_saved *sv) {
+    cu_carve c(base);
+    sv->Um = c.take<bf16>(s.R * s.V);
+    if (lean) kda_carve_prep(s, c, sv);
+    return c.off;
+}
 size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d) {
     kda_shape s = kda_shape_of(d);
-    return s.R * s.V * sizeof(bf16);
+    kda_saved sv;
+    return fwd_scratch_layout(s, d->lean, NULL, &sv);
 }
 
 // ---- 1. prep: grid (NT, H, B), 256 threads, dynamic shared memory ----
@@ -195,25 +204,32 @@ struct intra_inv {
     float X[KDA_MAX_C][IXP], Y[3 * 256];
 };
 
+// Shared memory by phase (offsets from the start; one region reused): the key slices (pairs and
+// between-block products); then Aqk and L in fp32 (AF, LF, over the dead slices); then the
+// inversion's X, Y beside LF; then Tinv (bf16), βk⊙e^Γ, βv and the WY products' fp32 tile, over
+// the dead AF / LF / X. β lies past all of them. 60 KiB at K=32, V=64: 3 blocks an SM on Hopper.
 struct intra_layout {
     int KP, VP, pk, pv, pf;
-    size_t tinv, kb, vb, F, af, lf, bt, bytes; // tinv..F: offsets inside the union region
+    size_t af, lf, inv, tinv, kb, vb, F, bt, bytes;
 };
+
+static __host__ __device__ inline size_t up128(size_t x) { return (x + 127) & ~(size_t)127; }
 
 static __host__ __device__ inline intra_layout intra_layout_of(const kda_shape &s) {
     intra_layout L;
     L.KP = pad16(s.K), L.VP = pad16(s.V), L.pk = L.KP + 8, L.pv = L.VP + 8;
     L.pf = (L.KP > L.VP ? L.KP : L.VP) + 4;
-    size_t a = sizeof(intra_slice), b = (sizeof(intra_inv) + 127) & ~(size_t)127;
-    L.tinv = b;
-    L.kb = L.tinv + (size_t)KDA_MAX_C * (KDA_MAX_C + 8) * sizeof(bf16);
-    L.vb = L.kb + (((size_t)KDA_MAX_C * L.pk * sizeof(bf16) + 127) & ~(size_t)127);
-    L.F = L.vb + (((size_t)KDA_MAX_C * L.pv * sizeof(bf16) + 127) & ~(size_t)127);
-    size_t c = L.F + (size_t)KDA_MAX_C * L.pf * sizeof(float);
-    size_t u = a > c ? a : c;
-    L.af = (u + 127) & ~(size_t)127;
-    L.lf = L.af + (size_t)KDA_MAX_C * IMP * sizeof(float);
-    L.bt = L.lf + (size_t)KDA_MAX_C * IMP * sizeof(float);
+    size_t mat = up128((size_t)KDA_MAX_C * IMP * sizeof(float));
+    L.af = 0, L.lf = mat, L.inv = 2 * mat;
+    L.tinv = 0;
+    L.kb = up128((size_t)KDA_MAX_C * (KDA_MAX_C + 8) * sizeof(bf16));
+    L.vb = L.kb + up128((size_t)KDA_MAX_C * L.pk * sizeof(bf16));
+    L.F = L.vb + up128((size_t)KDA_MAX_C * L.pv * sizeof(bf16));
+    size_t end = sizeof(intra_slice), e2 = L.inv + sizeof(intra_inv),
+           e3 = L.F + (size_t)KDA_MAX_C * L.pf * sizeof(float);
+    end = end > e2 ? end : e2;
+    end = end > e3 ? end : e3;
+    L.bt = up128(end);
     L.bytes = L.bt + KDA_MAX_C * sizeof(float);
     return L;
 }
@@ -306,7 +322,6 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     tacc acc[2];
     wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
     float *betas = (float *)(intra_raw + L.bt);
-    for (int e = tid; e < KDA_MAX_C * IMP; e += blockDim.x) (&AF[0][0])[e] = 0.0f, (&LF[0][0])[e] = 0.0f;
     if (tid < KDA_MAX_C) betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
     for (int d0 = 0; d0 < K; d0 += DT) {
         __syncthreads();
@@ -340,6 +355,8 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
             tile_mma<false, true>(acc[x], tt, 0, 0);
         }
     }
+    __syncthreads(); // the slices are no longer read: AF and LF take their place
+    for (int e = tid; e < KDA_MAX_C * IMP; e += blockDim.x) (&AF[0][0])[e] = 0.0f, (&LF[0][0])[e] = 0.0f;
     __syncthreads();
 #pragma unroll
     for (int x = 0; x < 2; x++) {
@@ -366,7 +383,7 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     __syncthreads();
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
     tile_store(sv.Aqk + row0 * C, (size_t)s.H * C, &AF[0][0], IMP, n, C);
-    intra_inv &v = *(intra_inv *)intra_raw; // the slice buffers are no longer read
+    intra_inv &v = *(intra_inv *)(intra_raw + L.inv); // beside LF, which it reads
     intra_invert(v, LF);
     // Tinv: bf16 to the saved buffer and, as stored (rows ≥ n zero), to shared memory for the WY products
     smat mT = {(bf16 *)(intra_raw + L.tinv), NULL, KDA_MAX_C + 8};
@@ -406,6 +423,16 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     tile_store(sv.Um + row0 * V, rsV, F, L.pf, n, V);
 }
 
+void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, const void *f, const void *b,
+              const void *A_log, const void *dt_bias, const kda_saved &sv) {
+    size_t psmem = prep_layout_of(s).bytes;
+    CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
+    kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k,
+                                                                     (const bf16 *)v, (const bf16 *)f, (const bf16 *)b,
+                                                                     (const bf16 *)A_log, (const bf16 *)dt_bias, sv);
+    CU_LAUNCHED();
+}
+
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
                 const void *A_log, const void *dt_bias, void *o, void *saved) {
     cu_kda_fwd_chunked_state(d, q, k, v, f, b, A_log, dt_bias, o, saved, NULL);
@@ -416,21 +443,19 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
     kda_saved sv;
-    kda_saved_layout(s, saved, &sv);
-    sv.Um = (bf16 *)cu_scratch(cu_kda_fwd_scratch_bytes(d));
+    kda_saved_layout(s, d->lean, saved, &sv);
+    fwd_scratch_layout(s, d->lean, cu_scratch(cu_kda_fwd_scratch_bytes(d)), &sv);
     dim3 grid(s.NT, s.H, s.B);
-    size_t psmem = prep_layout_of(s).bytes;
-    CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
-    kda_prep_kernel<<<grid, 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-                                                     (const bf16 *)f, (const bf16 *)b, (const bf16 *)A_log,
-                                                     (const bf16 *)dt_bias, sv);
-    CU_LAUNCHED();
+    kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv);
     size_t ismem = intra_layout_of(s).bytes;
-    KDA_CHECK(kda_smem_fits(ismem),
+    KDA_CHECK(cu_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
-              "allows less (smaller heads fit: K=32 V=64 needs 96 KiB)",
+              "allows less (smaller heads fit: K=32 V=64 needs 60 KiB)",
               s.K, s.V, ismem);
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
+    // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
+    CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
     kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     kda_scan_fwd(s, sv, S); // h, Vn, and the final state into S when given

@@ -186,13 +186,3 @@ void kda_chunk_gemm(const kda_shape &s, const kgemm &g) {
     chunk_gemm_kernel<<<dim3(s.NT, s.H, s.B * tiles), 256, 0, cu_stream>>>(s, g, tiles_n, tiles);
     CU_LAUNCHED();
 }
-
-bool kda_smem_fits(size_t smem_bytes) {
-    static int limit = -1;
-    if (limit < 0) {
-        int dev = 0;
-        CU_CHECK(cudaGetDevice(&dev));
-        CU_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    }
-    return smem_bytes <= (size_t)limit;
-}

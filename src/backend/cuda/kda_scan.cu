@@ -267,7 +267,7 @@ static int scan_vt(int dflt) {
 template <int VT, typename Kern, typename... Args>
 static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
     size_t smem = scan_layout_of<VT>(s, bwd).bytes;
-    KDA_CHECK(kda_smem_fits(smem),
+    KDA_CHECK(cu_smem_fits(smem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the state scan; this GPU allows less",
               s.K, s.V, smem);
     CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

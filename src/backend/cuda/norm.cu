@@ -4,6 +4,9 @@
 // gradients are reduced deterministically: each warp accumulates its rows (fixed order) in its
 // own shared-memory slice, the block sums its warps in order into a partial row, and
 // cu_colreduce_add sums the partial rows in order.
+// The backward kernels can also write the forward's output y (may be NULL), from the inputs and
+// the saved 1/rms they read anyway, with the forward kernel's expression and so its bits:
+// selective recompute of the norm fused into its backward (model.c).
 #include "backend/cuda/cuda_common.cuh"
 
 enum { MAX_BLOCKS = 1024, SMEM_FLOATS = 12288 }; // 48 KiB of per-warp dw slices
@@ -89,7 +92,7 @@ void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, i
 // dx = r·(dy·w − c·x), c = (Σ dy·w·x)/d·r²;  dw += Σ_rows dy·x·r
 __global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w,
                                    const float *__restrict__ rstd, const bf16 *__restrict__ dy, bf16 *__restrict__ dx,
-                                   float *__restrict__ part, int N, int d, int accumulate) {
+                                   float *__restrict__ part, bf16 *__restrict__ y, int N, int d, int accumulate) {
     extern __shared__ float dws[]; // [wpb][d]
     int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float *my = dws + (size_t)warp * d;
@@ -109,6 +112,7 @@ __global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__res
         for (int j = lane; j < d; j += 32) {
             float v = r * (bf2f(gr[j]) * bf2f(w[j]) - c * bf2f(xr[j]));
             o[j] = f2bf(accumulate ? bf2f(o[j]) + v : v);
+            if (y) y[(size_t)row * d + j] = f2bf(bf2f(xr[j]) * r * bf2f(w[j]));
         }
     }
     __syncthreads();
@@ -128,8 +132,8 @@ __device__ __forceinline__ void smem_add8(float *p, const float *v) { // p 16-by
 
 // rmsnorm_bwd_kernel with 8 elements per lane and 16-byte accesses (d % 8 == 0, aligned pointers)
 __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ rstd,
-                                const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part, int N,
-                                int d, int accumulate) {
+                                const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part,
+                                bf16 *__restrict__ y, int N, int d, int accumulate) {
     extern __shared__ float4 dws4[]; // [wpb][d] floats
     float *dws = (float *)dws4;
     int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = d / 8;
@@ -164,6 +168,11 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
                 if (accumulate) v[t] = old[t] + v[t];
             }
             store16(o + 8 * q, v);
+            if (y) {
+#pragma unroll
+                for (int t = 0; t < 8; t++) v[t] = xv[t] * r * wv[t];
+                store16(y + (size_t)row * d + 8 * q, v);
+            }
         }
     }
     __syncthreads();
@@ -177,20 +186,23 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
 // partial dw rows: one per block
 size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d) { return N > 0 ? (size_t)grid_for(N, d).G * d * sizeof(float) : 0; }
 
-void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, int N, int d,
-                    int accumulate) {
+void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+                    int N, int d, int accumulate) {
     if (N <= 0) return;
     row_grid rg = grid_for(N, d);
     float *part = (float *)cu_scratch(cu_rmsnorm_bwd_scratch_bytes(N, d));
-    if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx)) {
+    bool vec = d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx);
+    // the two kernels sum in different orders: an optional output must not pick the kernel
+    KDA_CHECK(!vec || !y || cu_aligned16(y), "rmsnorm_bwd: y is not 16-byte aligned while the other operands are");
+    if (vec) {
         rmsnorm_bwd_vec<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
-            (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, N, d, accumulate);
+            (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
         CU_LAUNCHED();
         cu_colreduce_add(part, rg.G, d, dw);
         return;
     }
     rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
-        (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, N, d, accumulate);
+        (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
     CU_LAUNCHED();
     cu_colreduce_add(part, rg.G, d, dw);
 }
@@ -281,7 +293,7 @@ void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, 
 __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
                                          const bf16 *__restrict__ w, const float *__restrict__ rstd,
                                          const bf16 *__restrict__ dy, bf16 *__restrict__ d_o, bf16 *__restrict__ du,
-                                         float *__restrict__ part, int rows, int V) {
+                                         float *__restrict__ part, bf16 *__restrict__ y, int rows, int V) {
     extern __shared__ float dws[];
     int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float *my = dws + (size_t)warp * V;
@@ -301,6 +313,7 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
         for (int j = lane; j < V; j += 32) {
             float s = sigmoidf_(bf2f(u[base + j]));
             d_o[base + j] = f2bf(r * (bf2f(dy[base + j]) * bf2f(w[j]) * s - c * bf2f(o[base + j])));
+            if (y) y[base + j] = f2bf(bf2f(o[base + j]) * r * bf2f(w[j]) * sigmoidf_(bf2f(u[base + j])));
         }
     }
     __syncthreads();
@@ -316,7 +329,7 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
 __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
                                       const bf16 *__restrict__ w, const float *__restrict__ rstd,
                                       const bf16 *__restrict__ dy, bf16 *__restrict__ d_o, bf16 *__restrict__ du,
-                                      float *__restrict__ part, int rows, int V, int L) {
+                                      float *__restrict__ part, bf16 *__restrict__ y, int rows, int V, int L) {
     extern __shared__ float4 dws4[]; // [wpb·rpw][V] floats
     float *dws = (float *)dws4;
     int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sub = lane % L, rpw = 32 / L;
@@ -358,6 +371,11 @@ __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__
 #pragma unroll
             for (int t = 0; t < 8; t++) v[t] = r * (g[t] * wv[t] * sigmoidf_(uv[t]) - c * ov[t]);
             store16(d_o + base + 8 * q, v);
+            if (y) {
+#pragma unroll
+                for (int t = 0; t < 8; t++) v[t] = ov[t] * r * wv[t] * sigmoidf_(uv[t]);
+                store16(y + base + 8 * q, v);
+            }
         }
     }
     __syncthreads();
@@ -388,16 +406,20 @@ size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V) {
 }
 
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
-                          void *du, float *dw, int rows, int V) {
+                          void *du, float *dw, void *y, int rows, int V) {
     if (rows <= 0) return;
     int L = lanes_per_row(V), nslots = gated_bwd_vec_slots(V);
-    if (nslots && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(d_o) &&
-        cu_aligned16(du)) {
+    bool vec = nslots && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(dy) &&
+        cu_aligned16(d_o) && cu_aligned16(du);
+    // the two kernels sum in different orders: an optional output must not pick the kernel
+    KDA_CHECK(!vec || !y || cu_aligned16(y),
+              "gated_rmsnorm_bwd: y is not 16-byte aligned while the other operands are");
+    if (vec) {
         int G = gated_bwd_vec_blocks(rows, nslots);
         float *part = (float *)cu_scratch((size_t)G * V * sizeof(float));
         gated_rmsnorm_bwd_vec<<<G, 256, (size_t)nslots * V * sizeof(float), cu_stream>>>(
             (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
-            rows, V, L);
+            (bf16 *)y, rows, V, L);
         CU_LAUNCHED();
         cu_colreduce_add(part, G, V, dw);
         return;
@@ -405,8 +427,8 @@ void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const flo
     row_grid rg = grid_for(rows, V);
     float *part = (float *)cu_scratch((size_t)rg.G * V * sizeof(float));
     gated_rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * V * sizeof(float), cu_stream>>>(
-        (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part, rows,
-        V);
+        (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
+        (bf16 *)y, rows, V);
     CU_LAUNCHED();
     cu_colreduce_add(part, rg.G, V, dw);
 }

@@ -17,6 +17,16 @@ int *cu_err_flag;
 static void *scratch_ptr;
 static size_t scratch_size;
 
+bool cu_smem_fits(size_t smem_bytes) {
+    static int limit = -1;
+    if (limit < 0) {
+        int dev = 0;
+        CU_CHECK(cudaGetDevice(&dev));
+        CU_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    return smem_bytes <= (size_t)limit;
+}
+
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
 
 void *cu_scratch(size_t bytes) {
