@@ -91,6 +91,28 @@ def load(a, cuda):
     return model
 
 
+def make_adamw(model, a, fused=False):
+    """AdamW(beta1, beta2, eps) with the kda-model.md §6.3 groups: no decay for names with "bias" or
+    "norm"; lr is set every step by optimizer_step."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (no_decay if ("bias" in n or "norm" in n) else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                             lr=0.0, betas=(a.beta1, a.beta2), eps=a.eps, fused=fused)
+
+
+def optimizer_step(model, opt, k, a):
+    """After step k's backward: global-norm clip, lr(k), the AdamW step, zeroed gradients.
+    Returns (gradient norm before clipping, lr)."""
+    gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip).item()
+    lr = lr_at(k, a)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return gn, lr
+
+
 def train(a):
     cuda = a.device == "cuda"
     if cuda:
@@ -98,11 +120,7 @@ def train(a):
         torch.backends.cudnn.allow_tf32 = False
     model = load(a, cuda).to(a.device)
     model.train()
-    decay, no_decay = [], []
-    for n, p in model.named_parameters():  # kda-model.md §6.3
-        (no_decay if ("bias" in n or "norm" in n) else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=0.0, betas=(a.beta1, a.beta2), eps=a.eps, fused=cuda)
+    opt = make_adamw(model, a, fused=cuda)
     G, T = a.global_batch, a.seq
     data = np.fromfile(a.batches, dtype=np.int32)
     if data.size < a.steps * G * (T + 1):
@@ -124,12 +142,7 @@ def train(a):
                     fuse_linear_cross_entropy=model.config.fuse_cross_entropy and model.training)
             (loss / n_micro).backward()
             loss_sum += loss.item() / n_micro
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip).item()
-        lr = lr_at(k, a)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        gn, lr = optimizer_step(model, opt, k, a)
         print(json.dumps({"iteration": k + 1, "loss": loss_sum, "lr": lr, "grad_norm": gn}), flush=True)
 
 

@@ -35,7 +35,9 @@ import torch.nn.utils.parametrize as parametrize
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import fla_cpu  # noqa: E402
+from fla_parity_train import make_adamw, optimizer_step  # noqa: E402  (the parity run's optimizer)
 
 CFG = dict(hidden_size=256, num_hidden_layers=4, num_heads=4, head_dim=32, intermediate_size=1024,
            expand_v=2.0, use_short_conv=True, conv_size=4, vocab_size=256, norm_eps=1e-6,
@@ -44,37 +46,28 @@ CFG = dict(hidden_size=256, num_hidden_layers=4, num_heads=4, head_dim=32, inter
 
 
 class RoundBF16(torch.autograd.Function):
-    """x -> bf16(x) held in fp32; backward rounds the incoming gradient to bf16 too."""
+    """x -> bf16(x) held in x's dtype; the backward rounds the incoming gradient to bf16 too
+    (round_grad) or passes it straight through (a bf16 copy of an fp32 master weight)."""
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, round_grad):
+        ctx.round_grad = round_grad
         return x.to(torch.bfloat16).to(x.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        return g.to(torch.bfloat16).to(g.dtype)
-
-
-class RoundST(torch.autograd.Function):
-    """bf16 copy of a weight; gradient passed straight through to the fp32 master."""
-    @staticmethod
-    def forward(ctx, w):
-        return w.to(torch.bfloat16).to(w.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
+        return (g.to(torch.bfloat16).to(g.dtype) if ctx.round_grad else g), None
 
 
 class BF16Copy(torch.nn.Module):
     def forward(self, w):
-        return RoundST.apply(w)
+        return RoundBF16.apply(w, False)
 
 
 ROUND_RESIDUAL = False
 
 
 def rres(x):
-    return RoundBF16.apply(x) if ROUND_RESIDUAL else x
+    return RoundBF16.apply(x, True) if ROUND_RESIDUAL else x
 
 
 def block_forward(self, hidden_states, attention_mask=None, past_key_values=None, use_cache=False,
@@ -132,7 +125,7 @@ def build(a):
     if "R" in a.mode:
         global ROUND_RESIDUAL
         ROUND_RESIDUAL = True
-        model.model.embeddings.register_forward_hook(lambda m, i, o: RoundBF16.apply(o))
+        model.model.embeddings.register_forward_hook(lambda m, i, o: RoundBF16.apply(o, True))
     if "P" in a.mode:
         n = 0
         for name, mod in list(model.named_modules()):
@@ -156,12 +149,6 @@ def batches(a):
     return [torch.from_numpy(np.stack([data[s:s + a.seq + 1] for s in row]).astype(np.int64)) for row in starts]
 
 
-def lr_at(k, a):
-    if k < a.warmup:
-        return a.lr * k / a.warmup
-    return a.lr
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", default="A", choices=["A", "R", "P", "RP"])
@@ -179,16 +166,13 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data-seed", type=int, default=0)
     ap.add_argument("--text", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
+    ap.set_defaults(beta1=0.9, beta2=0.95, eps=1e-8, decay_style="constant")  # for make_adamw / lr_at
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     install()
     model = build(a)
     model.train()
-    decay, no_decay = [], []
-    for n, p in model.named_parameters():  # fla_parity_train.py / kda-model.md §6.3 groups
-        (no_decay if ("bias" in n or "norm" in n) else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=0.0, betas=(0.9, 0.95), eps=1e-8)
+    opt = make_adamw(model, a)  # linear warm-up, then constant lr (decay_style constant)
     gnoise = torch.Generator().manual_seed(a.grad_noise) if a.grad_noise is not None else None
     data = batches(a)
     t0 = time.time()
@@ -204,12 +188,7 @@ def main():
                 with torch.no_grad():
                     for p in model.parameters():
                         p.grad.mul_(1 + a.eps_rel * torch.randn(p.shape, generator=gnoise))
-            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip).item()
-            lr = lr_at(k, a)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            gn, lr = optimizer_step(model, opt, k, a)
             rec = {"iteration": k + 1, "loss": loss.item(), "lr": lr, "grad_norm": gn,
                    "t": round(time.time() - t0, 2)}
             if k == 0:
