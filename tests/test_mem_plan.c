@@ -126,7 +126,7 @@ static void one(const char *what, const char *const *sets, int B, int T, int bf1
     T_CHECK(live_bytes == before, "%-34s free gives every byte back (%zu left)", what, live_bytes - before);
 }
 
-// The CUDA plans of the shipped configs against the H200 logs (2026-12-04, session 15):
+// The CUDA plans of the shipped configs against the H200 logs (2026-12-05, session 17):
 // planned = what `kda bench` printed as planned (kda_model_create's own count then), peak =
 // `GPU memory in use (peak)` after the steps (cudaMemGetInfo: includes the CUDA context).
 static void cuda_estimates(void) {
@@ -136,17 +136,20 @@ static void cuda_estimates(void) {
         return;
     }
     static const struct {
-        const char *config, *granularity;
+        const char *config, *granularity, *modules; // modules: NULL = the default set
         int B;
         double state, acts, peak; // GiB, as logged
         const char *log;
     } runs[] = {
-        {"configs/kda-300M.yaml", "", 16, 5.09, 19.52, 26.29, "device/session15_call1_s.txt"},
-        {"configs/kda-300M.yaml", "", 32, 5.09, 39.03, 45.80, "device/session15_call1_s.txt"},
-        {"configs/kda-300M.yaml", "selective", 32, 5.09, 28.72, 35.49, "device/session15_call1_s.txt"},
-        {"configs/kda-300M.yaml", "full", 32, 5.09, 7.14, 13.90, "device/session15_call2_u.txt"},
-        {"configs/kda-1B.yaml", "", 16, 19.70, 51.00, 72.38, "device/session15_call1_s.txt"},
-        {"configs/kda-1B.yaml", "selective", 16, 19.70, 36.93, 58.32, "device/session15_call2_u.txt"},
+        {"configs/kda-300M.yaml", "", NULL, 16, 5.09, 19.27, 26.04, "device/2026-12-05_s17_n.txt"},
+        {"configs/kda-300M.yaml", "", NULL, 32, 5.09, 38.53, 45.30, "device/2026-12-05_s17_n.txt"},
+        {"configs/kda-300M.yaml", "selective", NULL, 32, 5.09, 22.37, 29.36, "device/2026-12-05_s17_r.txt"},
+        {"configs/kda-300M.yaml", "selective", "[layernorm,conv,swiglu,gated_norm,core_prep]", 32, 5.09, 24.78, 31.77,
+         "device/2026-12-05_s17_r.txt"},
+        {"configs/kda-300M.yaml", "full", NULL, 32, 5.09, 6.64, 13.40, "device/2026-12-05_s17_r.txt"},
+        {"configs/kda-1B.yaml", "", NULL, 16, 19.70, 50.50, 71.88, "device/2026-12-05_s17_n.txt"},
+        {"configs/kda-1B.yaml", "selective", "[layernorm,conv,swiglu,gated_norm]", 16, 19.70, 36.43, 57.82,
+         "device/2026-12-05_s17_r.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -154,6 +157,12 @@ static void cuda_estimates(void) {
         kda_config_defaults(&c);
         kda_config_load(&c, runs[i].config);
         snprintf(c.recompute_granularity, sizeof c.recompute_granularity, "%s", runs[i].granularity);
+        c.n_recompute_modules = 0;
+        if (runs[i].modules) {
+            char kv[128];
+            snprintf(kv, sizeof kv, "recompute_modules=%s", runs[i].modules);
+            kda_config_set(&c, kv);
+        }
         c.micro_batch_size = runs[i].B;
         kda_config_finalize(&c);
         kda_mem_plan p;

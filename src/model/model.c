@@ -72,7 +72,11 @@ enum {
     RC_GATES = 64,
     RC_O_PROJ = 128,
     RC_CORE_PREP = 256,
-    RC_FULL = 512
+    RC_FULL = 512,
+    // recompute_modules' default: the set that fits 300M x 32 x 2048 in 30 GiB on an H200 at 2%
+    // of the step's speed (bench/RESULTS.md, session 17); without in_proj (a further 1.5 GiB for
+    // 2% more)
+    KDA_RC_DEFAULT = RC_LAYERNORM | RC_CONV | RC_SWIGLU | RC_GATED_NORM | RC_CORE_PREP | RC_GATES | RC_O_PROJ
 };
 _Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
 static int recompute_mask(const kda_config *c);
@@ -104,7 +108,7 @@ static kda_core_dims core_dims(const kda_model *m, int B, int T) { return core_d
 static int recompute_mask(const kda_config *c) {
     if (!strcmp(c->recompute_granularity, "full")) return RC_FULL;
     if (strcmp(c->recompute_granularity, "selective")) return 0;
-    if (c->n_recompute_modules == 0) return RC_LAYERNORM | RC_CONV | RC_SWIGLU | RC_GATED_NORM;
+    if (c->n_recompute_modules == 0) return KDA_RC_DEFAULT;
     int mask = 0;
     for (int i = 0; i < c->n_recompute_modules; i++)
         for (int j = 0; j < KDA_N_RECOMPUTE_MODULES; j++)
