@@ -28,6 +28,10 @@
 #      saves the most memory within the issue's 3% (the default; with core_prep, kda_gates, o_proj,
 #      in_proj added one by one; without swiglu);
 #   p: the parity run alone (as in f2);
+#   y: the fp32 small parameters (norm and conv weights, A_log, dt_bias read from the masters):
+#      the native build's device tests (sanitizers too), the parity run against the recorded FLA
+#      run with the drift per window beside FLA's own, the KDA core and the 300M step (the
+#      config's selective recompute, then none);
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
@@ -110,6 +114,24 @@ n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective re
     kda_step_table
     KDA_CE_TWO_PASS=1 bench300 $N "300M 32x2048, the two-pass cross-entropy rows (KDA_CE_TWO_PASS=1)" ""
     lap "cross-entropy A/B"
+    ;;
+y)
+    tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 300 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -30
+    P_=${OUT:-/tmp/parity}
+    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
+        bench/logs/parity_s17_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
+    python3 bench/parity_spread.py bench/logs/parity_s14_fla_metrics.jsonl "$P_/kda_metrics.jsonl" \
+        bench/logs/parity_s17_kda_metrics.jsonl
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    lap "loss parity vs the recorded FLA runs"
+    timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
+    bench300 $N "300M 32x2048, the config's selective recompute" ""
+    bench300 $N "300M 32x2048, no recompute" recompute_granularity=null
+    lap "KDA core and steps"
     ;;
 r)
     tests_on $P ops,kda,step,decode 130 device_log_ptx80.txt "portable (compute_80 PTX) device tests"

@@ -48,6 +48,47 @@ static void perturb_params(kda_model *m, kda_rng *r) {
     }
 }
 
+// The small parameters (ops.h role S): exactly the norm and conv weights, A_log and dt_bias, read
+// from the masters; kda_model_small_gather's shards, summed, give every one of them (dist_optim.c
+// sums them over the ranks where the masters are sharded).
+static void test_small_params(kda_rng *r) {
+    kda_config c = tiny_cfg();
+    kda_model *m = kda_model_create(&c, kda_ops_cpu(), 1, 8);
+    kda_model_init(m, 3);
+    perturb_params(m, r);
+    int n_small = 0, wrong = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const char *nm = m->params[i].name;
+        int want = strstr(nm, "norm.weight") || strstr(nm, "conv1d.weight") || strstr(nm, "A_log") ||
+                   strstr(nm, "dt_bias");
+        if (want != m->params[i].small) wrong++, printf("  FAIL  %s: small %d\n", nm, m->params[i].small);
+        if (want) {
+            n_small++;
+            if (kda_model_small_param(m, i) != m->master + m->params[i].offset) wrong++;
+        }
+    }
+    T_CHECK(!wrong && n_small == 8 * c.num_hidden_layers + 1,
+            "small parameters: the norm and conv weights, A_log, dt_bias (%d), read from the masters", n_small);
+    // three uneven shards, gathered and summed
+    size_t cut[4] = {0, m->n_floats / 3 + 5, 2 * m->n_floats / 3 - 7, m->n_floats};
+    float *sum = kda_calloc(m->n_small, sizeof(float));
+    for (int s = 0; s < 3; s++) {
+        kda_model_small_gather(m, m->master + cut[s], cut[s], cut[s + 1] - cut[s]);
+        for (size_t j = 0; j < m->n_small; j++) sum[j] += m->small[j];
+    }
+    size_t differ = 0, seen = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const kda_param *p = &m->params[i];
+        if (!p->small) continue;
+        seen += p->numel;
+        for (size_t j = 0; j < p->numel; j++) differ += sum[p->small_off + j] != m->master[p->offset + j];
+    }
+    T_CHECK(!differ && seen > 0, "kda_model_small_gather: 3 shards summed = the masters (%zu floats, %zu differ)", seen,
+            differ);
+    free(sum);
+    kda_model_free(m);
+}
+
 static void test_gradcheck(kda_rng *r0, const char *algo) {
     kda_rng rr = *r0, *r = &rr; // both algorithms see the same model and data
     kda_config c = tiny_cfg();
@@ -311,6 +352,7 @@ int main(void) {
     kda_rng r;
     kda_rng_seed(&r, t_seed());
     test_param_table();
+    test_small_params(&r);
     test_gradcheck(&r, "chunk");
     test_gradcheck(&r, "recurrent");
     kda_rng_u64(&r);

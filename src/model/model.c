@@ -364,6 +364,7 @@ void kda_model_free(kda_model *m) {
     o->free(m->grad);
     o->free(m->adam_m);
     o->free(m->adam_v);
+    o->free(m->small);
     free(m->acts);
     free(m->params);
     free(m->layer);
@@ -374,6 +375,9 @@ void kda_model_free(kda_model *m) {
 
 #define WP(idx) ((const void *)((const char *)m->work + m->params[idx].offset * (size_t)m->ops->w_bytes))
 #define GP(idx) (m->grad + m->params[idx].offset)
+// The small parameters (norm weights, conv weights, A_log, dt_bias) are read in fp32 (ops.h, role
+// S): from the fp32 masters, or from the model's copy of them where the masters are sharded.
+#define SP(idx) kda_model_small_param(m, idx)
 #define AOFF(ptr, elems) ((void *)((char *)(ptr) + (size_t)(elems) * (size_t)m->ops->act_bytes))
 
 // The recurrent state one layer continues from in decoding (kda_model_decode): the conv tails of
@@ -385,7 +389,7 @@ typedef struct {
 
 // conv + SiLU of one channel group (columns of the projection buffer, rows P apart),
 // continuing from tail when there is one.
-static void conv_silu(const kda_model *m, void *tail, const void *x, const void *w, void *y, int B, int T, int C,
+static void conv_silu(const kda_model *m, void *tail, const void *x, const float *w, void *y, int B, int T, int C,
                       int W) {
     int P = proj_width(&m->cfg);
     if (tail)
@@ -408,22 +412,22 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     kda_core_dims cd = core_dims(m, B, T);
     if (st) cd.algo = T > 1 ? KDA_CHUNKED : KDA_RECURRENT;
 
-    o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0
     proj_cols x = proj_cols_of(m, a->proj);
-    conv_silu(m, st ? st->tail[0] : NULL, x.q, WP(p->q_conv), a->q, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[1] : NULL, x.k, WP(p->k_conv), a->k, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[2] : NULL, x.v, WP(p->v_conv), a->v, B, T, Dv, W);
+    conv_silu(m, st ? st->tail[0] : NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
+    conv_silu(m, st ? st->tail[1] : NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
+    conv_silu(m, st ? st->tail[2] : NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
     o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
     o->linear_fwd(a->xn, d, WP(p->b_proj), NULL, NULL, a->b, N, d, H);
     o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     if (st)
-        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved, st->S);
+        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved, st->S);
     else
-        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
-    o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
+    o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d); // + the residual
-    o->rmsnorm_fwd(a->h_mid, WP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
+    o->rmsnorm_fwd(a->h_mid, SP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
     o->linear_fwd(a->x2, d, WP(p->gate_proj), NULL, NULL, a->gate, N, d, F);
     o->linear_fwd(a->x2, d, WP(p->up_proj), NULL, NULL, a->up, N, d, F);
     o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
@@ -449,22 +453,22 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     // in the forward's order: each module's inputs are saved or rewritten above it
     int P = proj_width(c), Dg = H * c->head_dim, r = c->head_v_dim;
     bwd_rewrites w = rewrites_in_bwd(rc);
-    if ((rc & RC_LAYERNORM) && !w.xn) o->rmsnorm_fwd(a->h_in, WP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
+    if ((rc & RC_LAYERNORM) && !w.xn) o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
     proj_cols x = proj_cols_of(m, a->proj);
     if (rc & RC_CONV) {
-        conv_silu(m, NULL, x.q, WP(p->q_conv), a->q, B, T, Dk, W);
-        conv_silu(m, NULL, x.k, WP(p->k_conv), a->k, B, T, Dk, W);
-        conv_silu(m, NULL, x.v, WP(p->v_conv), a->v, B, T, Dv, W);
+        conv_silu(m, NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
+        conv_silu(m, NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
+        conv_silu(m, NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
     }
     if (rc & RC_GATES) {
         o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
         o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     }
     if (rc & RC_CORE) // rewrites o with the same bits
-        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->o, a->core_saved);
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
     if ((rc & RC_GATED_NORM) && !w.y)
-        o->gated_rmsnorm_fwd(a->o, a->u, WP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
+        o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
     // the others (w): in layer_bwd's rmsnorm_bwd, gated_rmsnorm_bwd and swiglu_bwd
 }
@@ -494,26 +498,26 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
     o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgate, g->dx2, NULL, NULL, N, d, F, 0);
     o->linear_bwd(NULL, d, WP(p->up_proj), g->dup, g->dx2, NULL, NULL, N, d, F, 1);
-    o->rmsnorm_bwd(a->h_mid, WP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
+    o->rmsnorm_bwd(a->h_mid, SP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
     o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgate, NULL, GP(p->gate_proj), NULL, N, d, F, 0);
     o->linear_bwd(a->x2, d, WP(p->up_proj), g->dup, NULL, GP(p->up_proj), NULL, N, d, F, 0);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
     o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);
-    o->gated_rmsnorm_bwd(a->o, a->u, WP(p->o_norm), a->rstd_o, g->dy, g->d_o, g->du, GP(p->o_norm), y_out, N * H,
+    o->gated_rmsnorm_bwd(a->o, a->u, SP(p->o_norm), a->rstd_o, g->dy, g->d_o, g->du, GP(p->o_norm), y_out, N * H,
                          c->head_v_dim);
     o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, NULL, GP(p->o_proj), NULL, N, Dv, d, 0);
     o->linear_bwd(x.g_low, P, WP(p->g_proj1), g->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
-    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, WP(p->A_log), WP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
                g->dv, g->df, g->db, GP(p->A_log), GP(p->dt_bias));
     o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
     o->linear_bwd(NULL, d, WP(p->b_proj), g->db, g->dxn, NULL, NULL, N, d, H, 0);
-    o->conv_silu_bwd(x.q, P, WP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.k, P, WP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.v, P, WP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
+    o->conv_silu_bwd(x.q, P, SP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.k, P, SP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
+    o->conv_silu_bwd(x.v, P, SP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
     // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
     o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 1);
-    o->rmsnorm_bwd(a->h_in, WP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
+    o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
     o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, NULL, GP(p->b_proj), NULL, N, d, H, 0);
     o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
 }
@@ -539,7 +543,7 @@ static void forward_body(kda_model *m, const int32_t *ids, int B, int T) {
         void *out = l + 1 < L ? m->acts[l + 1].h_in : m->h_final;
         layer_fwd(m, l, out, B, T, NULL);
     }
-    o->rmsnorm_fwd(m->h_final, WP(m->final_norm), m->x_final, m->rstd_final, N, c->hidden_size, (float)c->norm_eps);
+    o->rmsnorm_fwd(m->h_final, SP(m->final_norm), m->x_final, m->rstd_final, N, c->hidden_size, (float)c->norm_eps);
 }
 
 // kda_model_step, or with defer_micro > 0 kda_model_train_step, one of defer_micro micro-batches
@@ -586,7 +590,7 @@ static double model_step(kda_model *m, const int32_t *ids, const int32_t *target
                                  backward ? m->gs->tmp : NULL, backward ? GP(m->embed) : NULL, NULL);
     if (backward) {
         int hook = m->grad_ready && m->grad_ready_on;
-        o->rmsnorm_bwd(m->h_final, WP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), NULL, N, d,
+        o->rmsnorm_bwd(m->h_final, SP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), NULL, N, d,
                        0);
         if (hook) param_ready(m, m->final_norm);
         for (int l = L - 1; l >= 0; l--) {
@@ -734,7 +738,7 @@ void kda_model_decode(kda_model *m, kda_decode_state *s, const int32_t *ids, int
         layer_fwd(m, l, l + 1 < L ? m->acts[l + 1].h_in : m->h_final, B, n, &st);
     }
     for (int b = 0; b < B; b++) // final norm of each sequence's last token only
-        o->rmsnorm_fwd(AOFF(m->h_final, ((size_t)b * n + n - 1) * d), WP(m->final_norm), AOFF(s->x_last, (size_t)b * d),
+        o->rmsnorm_fwd(AOFF(m->h_final, ((size_t)b * n + n - 1) * d), SP(m->final_norm), AOFF(s->x_last, (size_t)b * d),
                        s->rstd + b, 1, d, (float)c->norm_eps);
     s->pos += n;
 }

@@ -22,6 +22,8 @@ typedef struct {
     int shape[4];
     size_t offset, numel; // in floats, within the parameter buffers
     float weight_decay;   // §6.3 grouping: 0 or cfg.weight_decay
+    int small;            // read in fp32 by its ops (ops.h role S): norm and conv weights, A_log, dt_bias
+    size_t small_off;     // its floats in m->small (small parameters only)
 } kda_param;
 
 // Per-layer parameter indices into model->params.
@@ -65,6 +67,8 @@ typedef struct kda_model {
     void *work;             // working copy (== master when the backend computes in fp32)
     float *grad;            // fp32 gradients, same layout
     float *adam_m, *adam_v; // AdamW moments (allocated by kda_model_alloc_optim)
+    float *small;           // the small parameters' fp32 values where the masters are sharded, else
+    size_t n_small;         // NULL (kda_model_small_param); n_small floats, each tensor 16-aligned
     int embed, final_norm;  // parameter indices
     kda_layer_params *layer;
     // activations, planned for B x T
@@ -90,6 +94,14 @@ typedef struct kda_model {
 
 // Float range [*lo, *hi) of layer l's parameters in the parameter buffers (contiguous).
 void kda_model_layer_range(const kda_model *m, int l, size_t *lo, size_t *hi);
+
+// The fp32 values of small parameter idx (ops.h role S): from the masters, or from m->small
+// where the masters are sharded across ranks (m->master == NULL; dist_optim.c keeps it current).
+const float *kda_model_small_param(const kda_model *m, int idx);
+// Write m->small (allocated on first call): the small parameters' floats that lie in [lo, lo + n)
+// of the parameter buffers, from master (master[i - lo] is float i), the others zeroed; summed
+// over the ranks that hold the shards, it holds every small parameter.
+void kda_model_small_gather(kda_model *m, const float *master, size_t lo, size_t n);
 
 // Build the model for a backend; activations for micro-batch B and sequence length T. Dies when
 // B x T x num_heads rows exceed what the kernels index (int).

@@ -57,6 +57,39 @@ static void place_params(kda_model *m) {
     free(placed);
 }
 
+// The small parameters (ops.h role S) and their places in m->small.
+static void mark_small_params(kda_model *m) {
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        const kda_layer_params *lp = &m->layer[l];
+        const int mine[] = {lp->attn_norm, lp->q_conv, lp->k_conv, lp->v_conv, lp->A_log,
+                            lp->dt_bias,   lp->o_norm, lp->mlp_norm};
+        for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) m->params[mine[i]].small = 1;
+    }
+    m->params[m->final_norm].small = 1;
+    size_t off = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].small) m->params[i].small_off = off, off += kda_param_span(m->params[i].numel);
+    m->n_small = off;
+}
+
+const float *kda_model_small_param(const kda_model *m, int idx) {
+    const kda_param *p = &m->params[idx];
+    KDA_CHECK(p->small, "%s is not a small parameter (ops.h role S)", p->name);
+    return m->master ? m->master + p->offset : m->small + p->small_off;
+}
+
+void kda_model_small_gather(kda_model *m, const float *master, size_t lo, size_t n) {
+    const kda_ops *o = m->ops;
+    if (!m->small) m->small = o->alloc(m->n_small * sizeof(float));
+    o->zero(m->small, m->n_small * sizeof(float));
+    for (int i = 0; i < m->n_params; i++) {
+        const kda_param *p = &m->params[i];
+        size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < lo + n ? p->offset + p->numel : lo + n;
+        if (!p->small || a >= b) continue;
+        o->copy(m->small + p->small_off + (a - p->offset), master + (a - lo), (b - a) * sizeof(float));
+    }
+}
+
 #define P1(a) ((int[]){a})
 #define P2(a, b) ((int[]){a, b})
 #define P3(a, b, c) ((int[]){a, b, c})
@@ -103,6 +136,7 @@ void kda_model_register_params(kda_model *m) {
 #undef LP
     m->final_norm = add_param(m, cap, "model.norm.weight", 1, P1(d), 0);
     place_params(m);
+    mark_small_params(m);
 }
 
 int kda_model_find_param(const kda_model *m, const char *name) {

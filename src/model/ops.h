@@ -4,6 +4,9 @@
 // types by role, fixed per backend:
 //   A  activations          CPU fp32, CUDA bf16
 //   W  working weights      CPU fp32 (= master), CUDA bf16 copy of the fp32 master
+//   S  small parameters     fp32 everywhere: the norm and conv weights, A_log, dt_bias, read
+//      (const float *)      from the fp32 masters as FLA's kernels read them under bf16 autocast
+//                           (model.h: kda_model_small_param)
 //   G  gradients, masters,  fp32 everywhere
 //      optimizer state, statistics (rstd)
 //   I  token ids / targets  int32 (target -100 = ignored)
@@ -64,6 +67,7 @@ typedef struct kda_ops {
     void (*zero)(void *p, size_t bytes);
     void (*to_device)(void *dst, const void *host_src, size_t bytes);
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes); // within backend memory
     void (*sync)(void);
 
     // ---- embedding / head ----
@@ -88,17 +92,17 @@ typedef struct kda_ops {
 
     // ---- norms ----
     // y = x·rstd·w, rstd[n] = (mean x² + eps)^-½
-    void (*rmsnorm_fwd)(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
+    void (*rmsnorm_fwd)(const void *x, const float *w, void *y, float *rstd, int N, int d, float eps);
     // dx written (or acc if accumulate), dw acc; y (may be NULL) written with the forward's output,
     // the bits rmsnorm_fwd writes (the norm's recompute fused into its backward; a backend may
     // require y aligned as the other operands are, so that it never changes how dx is summed)
-    void (*rmsnorm_bwd)(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+    void (*rmsnorm_bwd)(const void *x, const float *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
                         int N, int d, int accumulate);
     // y = rmsnorm(o)·w ⊙ sigmoid(u), per row of width V (rows = N*H)
-    void (*gated_rmsnorm_fwd)(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
+    void (*gated_rmsnorm_fwd)(const void *o, const void *u, const float *w, void *y, float *rstd, int rows, int V,
                               float eps);
     // y (may be NULL): the forward's output, the bits gated_rmsnorm_fwd writes
-    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
+    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
                               void *du, float *dw, void *y, int rows, int V);
 
     // ---- linear ----
@@ -115,16 +119,16 @@ typedef struct kda_ops {
     // ---- short conv ----
     // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; y [B,T,C] packed, w [C,W]; x
     // (and dx) [B,T,C] with rows ldx elements apart (ldx >= C: columns of a wider matrix)
-    void (*conv_silu_fwd)(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
-    void (*conv_silu_bwd)(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T,
+    void (*conv_silu_fwd)(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
+    void (*conv_silu_bwd)(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T,
                           int C, int W);
 
     // ---- KDA core (see kda_core.h for the math and layouts; 'saved' is backend memory) ----
     size_t (*kda_saved_bytes)(const kda_core_dims *dims);
     void (*kda_fwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
-                    const void *b, const void *A_log, const void *dt_bias, void *o, void *saved);
+                    const void *b, const float *A_log, const float *dt_bias, void *o, void *saved);
     void (*kda_bwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
-                    const void *b, const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq,
+                    const void *b, const float *A_log, const float *dt_bias, const void *saved, const void *d_o, void *dq,
                     void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
 
     // ---- generation: forwards that continue from a recurrent state (no backward) ----
@@ -132,13 +136,13 @@ typedef struct kda_ops {
     // x[:,0]; y[b,t,c] = silu(Σ_j w[c,j]·X[b,t+j,c]) with X = [tail | x], then tail ← the last
     // W−1 rows of X (in place). x [B,T,C] with rows ldx apart, y [B,T,C]; a zero tail gives
     // conv_silu_fwd.
-    void (*conv_silu_step)(void *tail, const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
+    void (*conv_silu_step)(void *tail, const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
     // KDA core from the fp32 state S [B,H,K,V] (the state before token 0 on entry, after token
     // T−1 on exit). dims->algo picks the form: KDA_RECURRENT token by token (saved unused, may
     // be NULL); KDA_CHUNKED the chunked form (saved: kda_saved_bytes(dims) bytes of scratch;
     // the CPU backend keeps nothing there and accepts NULL). Inputs and o as for kda_fwd.
     void (*kda_fwd_state)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
-                          const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
+                          const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 
     // ---- MLP / residual ----
     // z = silu(gate)·up

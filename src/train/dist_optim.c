@@ -38,6 +38,16 @@ static void on_grad_ready(void *user, size_t a, size_t b) {
     c->group_end(c);
 }
 
+// The small parameters' fp32 copy (model.h: kda_model_small_param), where the whole masters are
+// gone: each rank's shard of them, summed over the ranks (zeros elsewhere: exact).
+static void small_params_current(kda_dist_optim *o) {
+    kda_model *m = o->m;
+    if (!m->small) return;
+    kda_model_small_gather(m, o->master, o->lo, o->S);
+    o->c->allreduce_f32(o->c, m->small, m->n_small);
+    o->c->wait(o->c);
+}
+
 // ---- checkpoints: whole buffers from and to the shards (checkpoint.h) ---------------------
 
 static float *shard_of(kda_dist_optim *o, kda_ckpt_buf which) {
@@ -60,6 +70,7 @@ static void ckpt_scatter(void *owner, kda_ckpt_buf which, const float *host) {
         ops->master_to_work(o->master, (char *)m->work + o->lo * (size_t)ops->w_bytes, o->S);
         o->c->allgather(o->c, m->work, o->S * (size_t)ops->w_bytes);
         o->c->wait(o->c);
+        small_params_current(o);
     }
     ops->sync();
 }
@@ -96,6 +107,7 @@ kda_dist_optim *kda_dist_optim_create(kda_model *m, kda_comm *c, int sharded) {
             ops->to_device(o->master, host, o->S * sizeof(float));
             ops->sync();
             free(host);
+            kda_model_small_gather(m, m->master, 0, m->n_floats); // the ops' fp32 small parameters
             ops->free(m->master);
             m->master = NULL;
             o->own_master = 1;
@@ -166,6 +178,7 @@ kda_step_info kda_dist_optim_step(kda_dist_optim *o, double lr, long step1) {
     }
     c->allgather(c, m->work, o->S * (size_t)ops->w_bytes);
     c->wait(c);
+    small_params_current(o);
     return info;
 }
 

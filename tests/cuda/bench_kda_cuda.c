@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
         kda_inputs x = kda_inputs_make(B, T, H, K, V, 64);
         kda_core_dims *d = &x.d;
         void *q = d_bf(x.q, x.nk), *k = d_bf(x.k, x.nk), *v = d_bf(x.v, x.nv), *f = d_bf(x.f, x.nk);
-        void *b = d_bf(x.b, x.nb), *A = d_bf(x.A_log, H), *dt = d_bf(x.dt_bias, (size_t)H * K), *dO = d_bf(x.dO, x.nv);
+        void *b = d_bf(x.b, x.nb), *A = d_f32(x.A_log, H), *dt = d_f32(x.dt_bias, (size_t)H * K), *dO = d_bf(x.dO, x.nv);
         void *o = CU->alloc(x.nv * 2), *dq = CU->alloc(x.nk * 2), *dk = CU->alloc(x.nk * 2);
         void *dv = CU->alloc(x.nv * 2), *df = CU->alloc(x.nk * 2), *db = CU->alloc(x.nb * 2);
         float *dA = CU->alloc(H * 4), *ddt = CU->alloc((size_t)H * K * 4);

@@ -171,22 +171,22 @@ int main(int argc, char **argv) {
     ck(cudaFree(cp_a), "free"), ck(cudaFree(cp_b), "free");
 
     // norms: RMSNorm [N, 1024] (2 a layer fwd, 2 bwd, + final), gated RMSNorm [N·H, 64]
-    x_ = d_rand_bf((size_t)N * D, 1), dy_ = d_rand_bf((size_t)N * D, 1), w_ = d_rand_bf(D, 1);
+    x_ = d_rand_bf((size_t)N * D, 1), dy_ = d_rand_bf((size_t)N * D, 1), w_ = d_rand_f32(D, 1, 0);
     y_ = CU->alloc((size_t)N * D * 2), dx_ = CU->alloc((size_t)N * D * 2);
     rstd_ = CU->alloc((size_t)N * 4), dw_ = CU->alloc(D * 4);
     CU->zero(dw_, D * 4);
-    bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * bf + N * f4, 25);
-    bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * bf + 2.0 * D * f4, 25);
-    bench("rmsnorm_bwd + y (recompute fused)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * bf + 2.0 * D * f4, 25);
+    bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * f4 + N * f4, 25);
+    bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 25);
+    bench("rmsnorm_bwd + y (recompute fused)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 25);
     size_t gr = (size_t)N * H;
     double gn = (double)gr * V;
     o_ = d_rand_bf(gr * V, 1), u_ = d_rand_bf(gr * V, 1), gdy_ = d_rand_bf(gr * V, 1);
     go_ = CU->alloc(gr * V * 2), gdo_ = CU->alloc(gr * V * 2), gdu_ = CU->alloc(gr * V * 2);
     grstd_ = CU->alloc(gr * 4), gw_f_ = CU->alloc(V * 4);
     CU->zero(gw_f_, V * 4);
-    bench("gated_rmsnorm_fwd [524288x64]", f_grms_fwd, gn * bf * 3 + gr * f4 + V * bf, 12);
-    bench("gated_rmsnorm_bwd", f_grms_bwd, gn * bf * 5 + gr * f4 + V * bf + 2.0 * V * f4, 12);
-    bench("gated_rmsnorm_bwd + y (recompute fused)", f_grms_bwd_y, gn * bf * 6 + gr * f4 + V * bf + 2.0 * V * f4, 12);
+    bench("gated_rmsnorm_fwd [524288x64]", f_grms_fwd, gn * bf * 3 + gr * f4 + V * f4, 12);
+    bench("gated_rmsnorm_bwd", f_grms_bwd, gn * bf * 5 + gr * f4 + V * f4 + 2.0 * V * f4, 12);
+    bench("gated_rmsnorm_bwd + y (recompute fused)", f_grms_bwd_y, gn * bf * 6 + gr * f4 + V * f4 + 2.0 * V * f4, 12);
     CU->free(o_), CU->free(u_), CU->free(gdy_), CU->free(go_), CU->free(gdo_), CU->free(gdu_);
     CU->free(grstd_), CU->free(gw_f_);
 
@@ -195,14 +195,14 @@ int main(int argc, char **argv) {
         conv_c = pass ? H * V : H * K;
         double n = (double)N * conv_c;
         cx_ = d_rand_bf((size_t)N * conv_c, 1), cdy_ = d_rand_bf((size_t)N * conv_c, 1);
-        cw_ = d_rand_bf((size_t)conv_c * W, 0.5);
+        cw_ = d_rand_f32((size_t)conv_c * W, 0.5, 0);
         cy_ = CU->alloc((size_t)N * conv_c * 2), cdx_ = CU->alloc((size_t)N * conv_c * 2);
         cdw_ = CU->alloc((size_t)conv_c * W * 4);
         CU->zero(cdw_, (size_t)conv_c * W * 4);
         bench(pass ? "conv_silu_fwd [65536x512] (v)" : "conv_silu_fwd [65536x256] (q, k)", f_conv_fwd,
-              n * bf * 2 + conv_c * W * bf, pass ? 12 : 24);
+              n * bf * 2 + conv_c * W * f4, pass ? 12 : 24);
         bench(pass ? "conv_silu_bwd [65536x512] (v)" : "conv_silu_bwd [65536x256] (q, k)", f_conv_bwd,
-              n * bf * 3 + conv_c * W * bf + 2.0 * conv_c * W * f4, pass ? 12 : 24);
+              n * bf * 3 + conv_c * W * f4 + 2.0 * conv_c * W * f4, pass ? 12 : 24);
         CU->free(cx_), CU->free(cdy_), CU->free(cw_), CU->free(cy_), CU->free(cdx_), CU->free(cdw_);
     }
     CU->free(x_), CU->free(dy_), CU->free(w_), CU->free(y_), CU->free(dx_), CU->free(rstd_), CU->free(dw_);

@@ -2,7 +2,8 @@
 // chunk_kda on the same GPU (tests/cuda/fla_kda_compare.py writes the inputs and reads back).
 //   kda_core_io DIR B T H K V
 // reads DIR/{q,k,f}.bf16 [B,T,H,K], v.bf16 and do.bf16 [B,T,H,V], b.bf16 [B,T,H],
-// A_log.bf16 [H], dt_bias.bf16 [H*K] (raw little-endian bf16); writes o, dq, dk, dv, df, db,
+// A_log.bf16 [H], dt_bias.bf16 [H*K] (raw little-endian bf16; A_log and dt_bias go to the core
+// widened to fp32, ops.h role S); writes o, dq, dk, dv, df, db,
 // dA_log, ddt_bias as raw fp32 (.f32), the accumulated parameter gradients starting from 0.
 #include "cuda/cuda_test_util.h"
 
@@ -16,6 +17,21 @@ static void *load_bf(const char *dir, const char *name, size_t n) {
     void *d = CU->alloc(n * 2);
     CU->to_device(d, h, n * 2);
     free(h);
+    return d;
+}
+
+static float *load_bf_as_f32(const char *dir, const char *name, size_t n) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s.bf16", dir, name);
+    FILE *fp = kda_fopen(p, "rb");
+    uint16_t *h = kda_malloc(n * 2 + 2);
+    if (fread(h, 2, n, fp) != n) kda_die("%s: expected %zu bf16 values", p, n);
+    fclose(fp);
+    float *x = kda_malloc(n * sizeof(float) + 4);
+    for (size_t i = 0; i < n; i++) x[i] = kda_bf16_to_f32(h[i]);
+    float *d = CU->alloc(n * sizeof(float));
+    CU->to_device(d, x, n * sizeof(float));
+    free(h), free(x);
     return d;
 }
 static void save_f32(const char *dir, const char *name, const float *h, size_t n) {
@@ -45,7 +61,7 @@ int main(int argc, char **argv) {
     size_t nk = (size_t)d.B * d.T * d.H * d.K, nv = (size_t)d.B * d.T * d.H * d.V, nb = (size_t)d.B * d.T * d.H;
     void *q = load_bf(dir, "q", nk), *k = load_bf(dir, "k", nk), *f = load_bf(dir, "f", nk);
     void *v = load_bf(dir, "v", nv), *dO = load_bf(dir, "do", nv), *b = load_bf(dir, "b", nb);
-    void *A = load_bf(dir, "A_log", d.H), *dt = load_bf(dir, "dt_bias", (size_t)d.H * d.K);
+    float *A = load_bf_as_f32(dir, "A_log", d.H), *dt = load_bf_as_f32(dir, "dt_bias", (size_t)d.H * d.K);
     void *o = d_bf_nan(nv), *dq = d_bf_nan(nk), *dk = d_bf_nan(nk), *dv = d_bf_nan(nv), *df = d_bf_nan(nk);
     void *db = d_bf_nan(nb);
     float *dA = CU->alloc(d.H * 4), *ddt = CU->alloc((size_t)d.H * d.K * 4);

@@ -1,6 +1,7 @@
 // kda_inputs.h — random KDA core inputs with the model's distributions (kda-model.md §2.4,
 // §4): raw q, k, v, b ~ N(0,1), f ~ N(0, 0.5), A_log = ln U[1,16], dt_bias = softplus⁻¹(dt),
-// dt log-uniform in [1e-3, 0.1]; all rounded to bf16 (what the CUDA backend stores).
+// dt log-uniform in [1e-3, 0.1]; the activations rounded to bf16 (what the CUDA backend stores),
+// A_log and dt_bias fp32 (ops.h role S: the backends read them from the fp32 masters).
 #ifndef KDA_CUDA_KDA_INPUTS_H
 #define KDA_CUDA_KDA_INPUTS_H
 #include "cuda/cuda_test_util.h"
@@ -26,7 +27,6 @@ static inline kda_inputs kda_inputs_make(int B, int T, int H, int K, int V, int 
         double dt = exp(kda_rng_uniform(&RNG) * (log(0.1) - log(0.001)) + log(0.001));
         x.dt_bias[i] = (float)(dt + log(-expm1(-dt)));
     }
-    h_bf(x.A_log, H), h_bf(x.dt_bias, (size_t)H * K);
     return x;
 }
 

@@ -23,11 +23,11 @@
 static void test_conv_step(int B, int T, int C, int W) {
     char nm[128];
     int P = W - 1;
-    float *x = h_randn_bf((size_t)B * T * C, 1.0), *w = h_randn_bf((size_t)C * W, 0.5);
+    float *x = h_randn_bf((size_t)B * T * C, 1.0), *w = h_randn((size_t)C * W, 0.5); // fp32: ops.h role S
     float *tail = h_randn_bf((size_t)B * P * C, 1.0);
     float *y_ref = h_randn((size_t)B * T * C, 1), *tail_ref = h_copy(tail, (size_t)B * P * C);
     CPU->conv_silu_step(tail_ref, x, C, w, y_ref, B, T, C, W);
-    void *x_ = d_bf(x, (size_t)B * T * C), *w_ = d_bf(w, (size_t)C * W), *t_ = d_bf(tail, (size_t)B * P * C);
+    void *x_ = d_bf(x, (size_t)B * T * C), *w_ = d_f32(w, (size_t)C * W), *t_ = d_bf(tail, (size_t)B * P * C);
     void *y_ = d_bf_nan((size_t)B * T * C);
     CU->conv_silu_step(t_, x_, C, w_, y_, B, T, C, W);
     float *y = h_of_bf(y_, (size_t)B * T * C), *tl = h_of_bf(t_, (size_t)B * P * C);
@@ -67,7 +67,7 @@ static void test_core_state(int B, int T, int H, int K, int V, int chunk, kda_co
     float *S0 = make_state(B, H, K, V), *S_ref = h_copy(S0, nS), *o_ref = h_randn(x.nv, 1);
     CPU->kda_fwd_state(&x.d, x.q, x.k, x.v, x.f, x.b, x.A_log, x.dt_bias, o_ref, NULL, S_ref);
     void *q_ = d_bf(x.q, x.nk), *k_ = d_bf(x.k, x.nk), *v_ = d_bf(x.v, x.nv), *f_ = d_bf(x.f, x.nk);
-    void *b_ = d_bf(x.b, x.nb), *A_ = d_bf(x.A_log, H), *dt_ = d_bf(x.dt_bias, (size_t)H * K), *o_ = d_bf_nan(x.nv);
+    void *b_ = d_bf(x.b, x.nb), *A_ = d_f32(x.A_log, H), *dt_ = d_f32(x.dt_bias, (size_t)H * K), *o_ = d_bf_nan(x.nv);
     float *S_ = d_f32(S0, nS);
     void *saved = algo == KDA_CHUNKED ? CU->alloc(CU->kda_saved_bytes(&x.d)) : NULL;
     CU->kda_fwd_state(&x.d, q_, k_, v_, f_, b_, A_, dt_, o_, saved, S_);

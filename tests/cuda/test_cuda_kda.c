@@ -30,7 +30,7 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
     kda_core_dims dg = *d;
     dg.algo = KDA_RECURRENT; // the CUDA core is always chunked; algo must not matter
     void *q_ = d_bf(x.q, x.nk), *k_ = d_bf(x.k, x.nk), *v_ = d_bf(x.v, x.nv), *f_ = d_bf(x.f, x.nk);
-    void *b_ = d_bf(x.b, x.nb), *A_ = d_bf(x.A_log, H), *dt_ = d_bf(x.dt_bias, (size_t)H * K);
+    void *b_ = d_bf(x.b, x.nb), *A_ = d_f32(x.A_log, H), *dt_ = d_f32(x.dt_bias, (size_t)H * K);
     void *dO_ = d_bf(x.dO, x.nv), *o_ = d_bf_nan(x.nv);
     void *saved = CU->alloc(CU->kda_saved_bytes(&dg));
     CU->kda_fwd(&dg, q_, k_, v_, f_, b_, A_, dt_, o_, saved);

@@ -173,10 +173,10 @@ static void test_lm_head(int N, int d, int NV) {
 // ---- norms ----
 static void test_rmsnorm(int N, int d) {
     char nm[96];
-    float *x = h_randn_bf((size_t)N * d, 2.0), *w = h_randn_bf(d, 1.0);
+    float *x = h_randn_bf((size_t)N * d, 2.0), *w = h_randn(d, 1.0); // fp32: ops.h role S
     float *y_ref = h_randn((size_t)N * d, 1), *r_ref = h_randn(N, 1);
     CPU->rmsnorm_fwd(x, w, y_ref, r_ref, N, d, 1e-6f);
-    void *x_ = d_bf(x, (size_t)N * d), *w_ = d_bf(w, d), *y_ = d_bf_nan((size_t)N * d);
+    void *x_ = d_bf(x, (size_t)N * d), *w_ = d_f32(w, d), *y_ = d_bf_nan((size_t)N * d);
     float *r_ = d_f32_nan(N);
     CU->rmsnorm_fwd(x_, w_, y_, r_, N, d, 1e-6f);
     float *y = h_of_bf(y_, (size_t)N * d), *r = h_of_f32(r_, N);
@@ -210,10 +210,10 @@ static void test_rmsnorm(int N, int d) {
 static void test_gated_rmsnorm(int rows, int V) {
     char nm[96];
     size_t n = (size_t)rows * V;
-    float *o = h_randn_bf(n, 1.5), *u = h_randn_bf(n, 2.0), *w = h_randn_bf(V, 1.0);
+    float *o = h_randn_bf(n, 1.5), *u = h_randn_bf(n, 2.0), *w = h_randn(V, 1.0); // fp32: ops.h role S
     float *y_ref = h_randn(n, 1), *r_ref = h_randn(rows, 1);
     CPU->gated_rmsnorm_fwd(o, u, w, y_ref, r_ref, rows, V, 1e-6f);
-    void *o_ = d_bf(o, n), *u_ = d_bf(u, n), *w_ = d_bf(w, V), *y_ = d_bf_nan(n);
+    void *o_ = d_bf(o, n), *u_ = d_bf(u, n), *w_ = d_f32(w, V), *y_ = d_bf_nan(n);
     float *r_ = d_f32_nan(rows);
     CU->gated_rmsnorm_fwd(o_, u_, w_, y_, r_, rows, V, 1e-6f);
     float *y = h_of_bf(y_, n), *r = h_of_f32(r_, rows);
@@ -249,10 +249,10 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     char nm[112];
     int c0 = ld - C, ok;
     size_t n = (size_t)B * T * C, nw = (size_t)B * T * ld;
-    float *x = h_randn_bf(n, 1.0), *w = h_randn_bf((size_t)C * W, 0.5), *y_ref = h_randn(n, 1);
+    float *x = h_randn_bf(n, 1.0), *w = h_randn((size_t)C * W, 0.5) /* fp32: ops.h role S */, *y_ref = h_randn(n, 1);
     float *xw = h_widen(x, B * T, C, ld, c0, NAN);
     CPU->conv_silu_fwd(x, C, w, y_ref, B, T, C, W);
-    void *xw_ = d_bf(xw, nw), *x_ = BF_AT(xw_, c0), *w_ = d_bf(w, (size_t)C * W), *y_ = d_bf_nan(n);
+    void *xw_ = d_bf(xw, nw), *x_ = BF_AT(xw_, c0), *w_ = d_f32(w, (size_t)C * W), *y_ = d_bf_nan(n);
     CU->conv_silu_fwd(x_, ld, w_, y_, B, T, C, W);
     float *y = h_of_bf(y_, n);
     snprintf(nm, sizeof nm, "conv_silu_fwd B=%d T=%d C=%d W=%d ldx=%d", B, T, C, W, ld);

@@ -142,8 +142,8 @@ static inline float rms_out(float x, float r, float w) { return x * r * w; }
 static inline float gated_out(float o, float r, float w, float u) { return o * r * w * sigmoidf(u); }
 static inline float swiglu_out(float g, float u) { return g * sigmoidf(g) * u; }
 
-static void cpu_rmsnorm_fwd(const void *x_, const void *w_, void *y_, float *rstd, int N, int d, float eps) {
-    const float *x = x_, *w = w_;
+static void cpu_rmsnorm_fwd(const void *x_, const float *w, void *y_, float *rstd, int N, int d, float eps) {
+    const float *x = x_;
     float *y = y_;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -171,9 +171,9 @@ static void colsum_prod(const float *a, const float *b, const float *srow, float
     }
 }
 
-static void cpu_rmsnorm_bwd(const void *x_, const void *w_, const float *rstd, const void *dy_, void *dx_, float *dw,
+static void cpu_rmsnorm_bwd(const void *x_, const float *w, const float *rstd, const void *dy_, void *dx_, float *dw,
                             void *y_, int N, int d, int accumulate) {
-    const float *x = x_, *w = w_, *dy = dy_;
+    const float *x = x_, *dy = dy_;
     float *dx = dx_, *y = y_;
     // dw[j] += Σ_n dy·x·rstd
     colsum_prod(dy, x, rstd, dw, N, d);
@@ -194,9 +194,9 @@ static void cpu_rmsnorm_bwd(const void *x_, const void *w_, const float *rstd, c
     }
 }
 
-static void cpu_gated_rmsnorm_fwd(const void *o_, const void *u_, const void *w_, void *y_, float *rstd, int rows,
+static void cpu_gated_rmsnorm_fwd(const void *o_, const void *u_, const float *w, void *y_, float *rstd, int rows,
                                   int V, float eps) {
-    const float *o = o_, *u = u_, *w = w_;
+    const float *o = o_, *u = u_;
     float *y = y_;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
@@ -210,9 +210,9 @@ static void cpu_gated_rmsnorm_fwd(const void *o_, const void *u_, const void *w_
     }
 }
 
-static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const void *w_, const float *rstd, const void *dy_,
+static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const float *w, const float *rstd, const void *dy_,
                                   void *do_, void *du_, float *dw, void *y_, int rows, int V) {
-    const float *o = o_, *u = u_, *w = w_, *dy = dy_;
+    const float *o = o_, *u = u_, *dy = dy_;
     float *d_o = do_, *du = du_, *y = y_;
     // dw[j] += Σ dy·n·sig(u): parallel over j with a fixed row order
 #pragma omp parallel for schedule(static)
@@ -284,8 +284,8 @@ static void cpu_linear_bwd(const void *x, int ldx, const void *W, const void *dy
 
 // ---- short conv + SiLU -------------------------------------------------------------------
 
-static void cpu_conv_silu_fwd(const void *x_, int ldx, const void *w_, void *y_, int B, int T, int C, int W) {
-    const float *x = x_, *w = w_;
+static void cpu_conv_silu_fwd(const void *x_, int ldx, const float *w, void *y_, int B, int T, int C, int W) {
+    const float *x = x_;
     float *y = y_;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
@@ -303,10 +303,10 @@ static void cpu_conv_silu_fwd(const void *x_, int ldx, const void *w_, void *y_,
         }
 }
 
-static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const void *w_, void *y_, int B, int T, int C,
+static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float *w, void *y_, int B, int T, int C,
                                int W) {
     float *tail = tail_, *y = y_;
-    const float *x = x_, *w = w_;
+    const float *x = x_;
     int P = W - 1; // tail rows
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++) {
@@ -332,9 +332,9 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const void 
     }
 }
 
-static void cpu_conv_silu_bwd(const void *x_, int ldx, const void *w_, const void *dy_, void *dx_, float *dw, int B,
+static void cpu_conv_silu_bwd(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
                               int T, int C, int W) {
-    const float *x = x_, *w = w_, *dy = dy_;
+    const float *x = x_, *dy = dy_;
     float *dx = dx_;
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
 #pragma omp parallel for schedule(static)
@@ -369,18 +369,18 @@ static void cpu_conv_silu_bwd(const void *x_, int ldx, const void *w_, const voi
 static size_t cpu_kda_saved_bytes(const kda_core_dims *d) { return kda_core_saved_floats(d) * sizeof(float); }
 
 static void cpu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
-                        const void *b, const void *A_log, const void *dt_bias, void *o, void *saved) {
+                        const void *b, const float *A_log, const float *dt_bias, void *o, void *saved) {
     kda_core_fwd(d, q, k, v, f, b, A_log, dt_bias, o, saved);
 }
 
 static void cpu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
-                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S) {
+                              const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S) {
     (void)saved; // nothing is kept for a backward
     kda_core_fwd_state(d, q, k, v, f, b, A_log, dt_bias, o, NULL, S);
 }
 
 static void cpu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
-                        const void *b, const void *A_log, const void *dt_bias, const void *saved, const void *d_o,
+                        const void *b, const float *A_log, const float *dt_bias, const void *saved, const void *d_o,
                         void *dq, void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias) {
     kda_core_bwd(d, q, k, v, f, b, A_log, dt_bias, saved, d_o, dq, dk, dv, df, db, dA_log, ddt_bias);
 }
@@ -497,6 +497,7 @@ static const kda_ops cpu_ops = {
     .zero = cpu_zero,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
+    .copy = cpu_copy,
     .sync = cpu_sync,
     .embed_fwd = cpu_embed_fwd,
     .embed_bwd = cpu_embed_bwd,

@@ -7,7 +7,7 @@
 
 enum { MAXW = 8, R = 64, CT = 128 };
 
-__global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w,
+__global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w,
                                      bf16 *__restrict__ y, int B, int T, int C, int W) {
     size_t n = (size_t)B * T * C;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -17,7 +17,7 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const 
         float z = 0.0f;
         for (int j = 0; j < W; j++) {
             int tt = t - W + 1 + j;
-            if (tt >= 0) z += bf2f(w[c * W + j]) * bf2f(x[(bt - (size_t)(W - 1 - j)) * ldx + c]);
+            if (tt >= 0) z += w[c * W + j] * bf2f(x[(bt - (size_t)(W - 1 - j)) * ldx + c]);
         }
         y[i] = f2bf(z * sigmoidf_(z));
     }
@@ -28,7 +28,7 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 // WT: the registers' window (W for the common sizes, MAXW for the rest).
 enum { RF = 16 };
 template <int WT>
-__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w, bf16 *__restrict__ y,
                                   int T, int C, int W) {
     int c8 = blockIdx.x * blockDim.x + threadIdx.x, c0 = 8 * c8;
     if (c0 >= C) return;
@@ -40,7 +40,7 @@ __global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const bf1
     for (int i = 0; i < WT; i++)
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            wr[i][k] = i < W ? bf2f(w[(c0 + k) * W + W - 1 - i]) : 0.0f;
+            wr[i][k] = i < W ? w[(c0 + k) * W + W - 1 - i] : 0.0f;
             xw[i][k] = 0.0f;
         }
 #pragma unroll
@@ -64,7 +64,7 @@ __global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const bf1
     }
 }
 
-void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W) {
+void cu_conv_silu_fwd(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W) {
     size_t n = (size_t)B * T * C;
     if (!n) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
@@ -73,20 +73,20 @@ void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int
         dim3 grid((groups + threads - 1) / threads, (T + RF - 1) / RF, B);
         if (W == 4)
             conv_silu_fwd_vec<4>
-                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y, T, C, W);
+                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
         else
             conv_silu_fwd_vec<MAXW>
-                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y, T, C, W);
+                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
         CU_LAUNCHED();
         return;
     }
-    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, ldx, (const bf16 *)w, (bf16 *)y, B,
+    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, B,
                                                                    T, C, W);
     CU_LAUNCHED();
 }
 
 // grid (ceil(C/CT), ceil(T/R), B); thread = channel. part[(b*nblk + blk)][c*W + j].
-__global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w,
+__global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w,
                                      const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part,
                                      int T, int C, int W) {
     int c = blockIdx.x * CT + threadIdx.x;
@@ -97,8 +97,8 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
     float wf[MAXW], wr[MAXW], xw[MAXW], dzb[MAXW], dwr[MAXW];
 #pragma unroll
     for (int i = 0; i < MAXW; i++) {
-        wf[i] = i < W ? bf2f(w[c * W + i]) : 0.0f;         // multiplies x[t−W+1+i]
-        wr[i] = i < W ? bf2f(w[c * W + W - 1 - i]) : 0.0f; // multiplies x[t−i]
+        wf[i] = i < W ? w[c * W + i] : 0.0f;         // multiplies x[t−W+1+i]
+        wr[i] = i < W ? w[c * W + W - 1 - i] : 0.0f; // multiplies x[t−i]
         xw[i] = 0.0f;                                      // x[t−i]
         dzb[i] = 0.0f;                                     // dz[t−i]
         dwr[i] = 0.0f;                                     // dw[c, W−1−i]
@@ -147,7 +147,7 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 enum { RB = 16, CT2 = 128 };
 template <int WT>
 __global__ void __launch_bounds__(CT2)
-    conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, const bf16 *__restrict__ w, const bf16 *__restrict__ dy,
+    conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w, const bf16 *__restrict__ dy,
                        bf16 *__restrict__ dx, float *__restrict__ part, int T, int C) {
     int c0 = 2 * (blockIdx.x * CT2 + threadIdx.x);
     if (c0 >= C) return;
@@ -159,8 +159,8 @@ __global__ void __launch_bounds__(CT2)
     for (int i = 0; i < WT; i++)
 #pragma unroll
         for (int k = 0; k < 2; k++) {
-            wf[i][k] = bf2f(w[(c0 + k) * WT + i]);
-            wr[i][k] = bf2f(w[(c0 + k) * WT + WT - 1 - i]);
+            wf[i][k] = w[(c0 + k) * WT + i];
+            wr[i][k] = w[(c0 + k) * WT + WT - 1 - i];
             xw[i][k] = dzb[i][k] = dwr[i][k] = 0.0f;
         }
 #pragma unroll
@@ -235,7 +235,7 @@ size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W) {
     return conv_bwd_part_bytes(B, conv_bwd_time_blocks(T, paired), C, W);
 }
 
-void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
+void cu_conv_silu_bwd(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T, int C,
                       int W) {
     if ((size_t)B * T * C == 0) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
@@ -243,7 +243,7 @@ void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, voi
         int nblk = conv_bwd_time_blocks(T, true), pairs = C / 2;
         float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
         conv_silu_bwd_pair<4><<<dim3((pairs + CT2 - 1) / CT2, nblk, B), CT2, 0, cu_stream>>>(
-            (const bf16 *)x, ldx, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C);
+            (const bf16 *)x, ldx, w, (const bf16 *)dy, (bf16 *)dx, part, T, C);
         CU_LAUNCHED();
         cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
         return;
@@ -251,7 +251,7 @@ void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, voi
     int nblk = conv_bwd_time_blocks(T, false);
     float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
     conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
-        (const bf16 *)x, ldx, (const bf16 *)w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
+        (const bf16 *)x, ldx, w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
     CU_LAUNCHED();
     cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
 }

@@ -98,6 +98,11 @@ __device__ __forceinline__ void unpack16(uint4 u, float *x) {
     }
 }
 __device__ __forceinline__ void load16(const bf16 *p, float *x) { unpack16(*(const uint4 *)p, x); }
+// 8 fp32 from a 16-byte aligned address (the fp32 small parameters beside 8 bf16 of a row)
+__device__ __forceinline__ void load8f(const float *p, float *x) {
+    load16(p, x);
+    load16(p + 4, x + 4);
+}
 
 // 8 fp32 values rounded to bf16 and stored with one 16-byte store (aligned address)
 __device__ __forceinline__ void store16(bf16 *p, const float *x) {
@@ -181,29 +186,29 @@ void cu_lm_head_ce_acc(const void *x, const void *E, const int32_t *targets, int
                        void *dx, float *dE, double weight);
 double cu_loss_take(void);
 void cu_lm_head_logits(const void *x, const void *E, float *logits, int N, int d, int NV);
-void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps);
-void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+void cu_rmsnorm_fwd(const void *x, const float *w, void *y, float *rstd, int N, int d, float eps);
+void cu_rmsnorm_bwd(const void *x, const float *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
                     int N, int d, int accumulate);
-void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
+void cu_gated_rmsnorm_fwd(const void *o, const void *u, const float *w, void *y, float *rstd, int rows, int V,
                           float eps);
-void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
+void cu_gated_rmsnorm_bwd(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, void *y, int rows, int V);
-void cu_conv_silu_fwd(const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
-void cu_conv_silu_bwd(const void *x, int ldx, const void *w, const void *dy, void *dx, float *dw, int B, int T, int C,
+void cu_conv_silu_fwd(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
+void cu_conv_silu_bwd(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T, int C,
                       int W);
 size_t cu_kda_saved_bytes(const kda_core_dims *d);
 size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d);
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
-                const void *A_log, const void *dt_bias, void *o, void *saved);
+                const float *A_log, const float *dt_bias, void *o, void *saved);
 void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
-                const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
+                const float *A_log, const float *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
                 void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
 // generation (decode.cu; the chunked one in kda_fwd.cu)
-void cu_conv_silu_step(void *tail, const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W);
+void cu_conv_silu_step(void *tail, const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
 void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
-                      const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
+                      const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
-                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S);
+                              const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
 void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
 double cu_sumsq(const float *g, size_t n);

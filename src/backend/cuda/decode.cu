@@ -14,14 +14,14 @@
 enum { CONV_MAXW = 8 };
 
 __global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__restrict__ x, int ldx,
-                                      const bf16 *__restrict__ w, bf16 *__restrict__ y, int B, int T, int C, int W) {
+                                      const float *__restrict__ w, bf16 *__restrict__ y, int B, int T, int C, int W) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * C) return;
     int c = (int)(i % C), b = (int)(i / C), P = W - 1;
     float wr[CONV_MAXW], win[CONV_MAXW]; // win[j] = X[t + j]: the inputs the output at t reads
 #pragma unroll
     for (int j = 0; j < CONV_MAXW; j++) {
-        wr[j] = j < W ? bf2f(w[(size_t)c * W + j]) : 0.0f;
+        wr[j] = j < W ? w[(size_t)c * W + j] : 0.0f;
         win[j] = j < P ? bf2f(tail[((size_t)b * P + j) * C + c]) : 0.0f;
     }
     for (int t = 0; t < T; t++) {
@@ -42,11 +42,11 @@ __global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__res
         if (j < P) tail[((size_t)b * P + j) * C + c] = f2bf(win[j]);
 }
 
-void cu_conv_silu_step(void *tail, const void *x, int ldx, const void *w, void *y, int B, int T, int C, int W) {
+void cu_conv_silu_step(void *tail, const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W) {
     size_t n = (size_t)B * C;
     if (!n || T <= 0) return;
     KDA_CHECK(W >= 1 && W <= CONV_MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, CONV_MAXW);
-    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx, (const bf16 *)w,
+    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx, w,
                                                                     (bf16 *)y, B, T, C, W);
     CU_LAUNCHED();
 }
@@ -57,20 +57,20 @@ enum { REC_THREADS = 128 }; // >= K and >= V (both <= KDA_MAX_KV = 128)
 __global__ void __launch_bounds__(REC_THREADS)
     kda_recurrent_kernel(int T, int H, int K, int V, float scale, const bf16 *__restrict__ q,
                          const bf16 *__restrict__ k, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
-                         const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias,
+                         const bf16 *__restrict__ bl, const float *__restrict__ A_log, const float *__restrict__ dt_bias,
                          bf16 *__restrict__ o, float *__restrict__ Sio) {
     extern __shared__ float sm[];
     float *S = sm, *qs = S + (size_t)K * V, *ks = qs + K, *dec = ks + K, *nrm = dec + K;
     int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
     float *Sg = Sio + ((size_t)b * H + h) * K * V;
     for (int e = tid; e < K * V; e += REC_THREADS) S[e] = Sg[e];
-    float eA = expf(bf2f(A_log[h]));
+    float eA = expf(A_log[h]);
     for (int t = 0; t < T; t++) {
         size_t row = ((size_t)b * T + t) * H + h;
         if (tid < K) {
             qs[tid] = bf2f(q[row * K + tid]);
             ks[tid] = bf2f(k[row * K + tid]);
-            dec[tid] = expf(-eA * softplus20(bf2f(f[row * K + tid]) + bf2f(dt_bias[(size_t)h * K + tid])));
+            dec[tid] = expf(-eA * softplus20(bf2f(f[row * K + tid]) + dt_bias[(size_t)h * K + tid]));
         }
         __syncthreads();
         if (tid < 32) { // l2 norms of q and k (kda_core.h: x / sqrt(Σx² + 1e-6))
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(REC_THREADS)
 }
 
 void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
-                      const void *A_log, const void *dt_bias, void *o, void *saved, float *S) {
+                      const float *A_log, const float *dt_bias, void *o, void *saved, float *S) {
     KDA_CHECK(S, "kda_fwd_state needs a state buffer");
     if (d->B <= 0 || d->T <= 0) return;
     if (d->algo == KDA_CHUNKED) {
@@ -118,6 +118,6 @@ void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, cons
         CU_CHECK(cudaFuncSetAttribute(kda_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kda_recurrent_kernel<<<dim3(d->H, d->B), REC_THREADS, smem, cu_stream>>>(
         d->T, d->H, d->K, d->V, d->scale, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f,
-        (const bf16 *)b, (const bf16 *)A_log, (const bf16 *)dt_bias, (bf16 *)o, S);
+        (const bf16 *)b, A_log, dt_bias, (bf16 *)o, S);
     CU_LAUNCHED();
 }

@@ -318,7 +318,7 @@ __device__ __forceinline__ float pair_a(const finish_smem &m, int r, int j) {
 
 __global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
-                      const bf16 *__restrict__ A_log, const bf16 *__restrict__ dt_bias, kda_bwd_scratch w,
+                      const float *__restrict__ A_log, const float *__restrict__ dt_bias, kda_bwd_scratch w,
                       bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
                       bf16 *__restrict__ db) {
     extern __shared__ __align__(128) unsigned char fin_raw[];
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(256, 3)
     int warp = tid >> 5, lane = tid & 31;
     int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C;
     size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1), row0 = kda_row(s, b, c, h, 0);
-    float sc = s.scale, eA = expf(bf2f(A_log[h]));
+    float sc = s.scale, eA = expf(A_log[h]);
 
     if (tid < MC) m.betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
     // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v
@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(256, 3)
             float dz = 0.0f, dal = 0.0f;
             if (r < n && dd < dn) {
                 size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                float z = bf2f(f[i]) + bf2f(dt_bias[h * K + d0 + dd]);
+                float z = bf2f(f[i]) + dt_bias[h * K + d0 + dd];
                 float alpha = -eA * softplus20(z), da = m.dgs[r][dd];
                 dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
                 df[i] = f2bf(dz);
@@ -494,7 +494,7 @@ __global__ void __launch_bounds__(256)
 }
 
 void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
-                const void *A_log, const void *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
+                const float *A_log, const float *dt_bias, const void *saved, const void *d_o, void *dq, void *dk,
                 void *dv, void *df, void *db, float *dA_log, float *ddt_bias) {
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
@@ -534,7 +534,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
     kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
-        s, sv, (const bf16 *)v, (const bf16 *)f, (const bf16 *)A_log, (const bf16 *)dt_bias, w, (bf16 *)dq, (bf16 *)dk,
+        s, sv, (const bf16 *)v, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq, (bf16 *)dk,
         (bf16 *)dv, (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5

@@ -78,8 +78,8 @@ __device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool
 
 __global__ void __launch_bounds__(256)
     kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
-                    const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const bf16 *__restrict__ A_log,
-                    const bf16 *__restrict__ dt_bias, kda_saved sv) {
+                    const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const float *__restrict__ A_log,
+                    const float *__restrict__ dt_bias, kda_saved sv) {
     extern __shared__ __align__(16) unsigned char prep_raw[];
     const prep_layout L = prep_layout_of(s);
     bf16 *qs = (bf16 *)prep_raw, *ks = qs + KDA_MAX_C * L.P, *fs = ks + KDA_MAX_C * L.P;
@@ -120,9 +120,9 @@ __global__ void __launch_bounds__(256)
         }
     }
     // Γ: per key column, an inclusive warp scan of α over the chunk's rows (lane: rows lane and lane+32)
-    float eA = expf(bf2f(A_log[h]));
+    float eA = expf(A_log[h]);
     for (int d = warp; d < K; d += 8) {
-        float dtb = bf2f(dt_bias[h * K + d]), a0 = 0.0f, a1 = 0.0f;
+        float dtb = dt_bias[h * K + d], a0 = 0.0f, a1 = 0.0f;
         if (lane < n) a0 = -eA * softplus20(bf2f(fs[lane * P + d]) + dtb);
         if (lane + 32 < n) a1 = -eA * softplus20(bf2f(fs[(lane + 32) * P + d]) + dtb);
 #pragma unroll
@@ -424,22 +424,22 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
 }
 
 void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, const void *f, const void *b,
-              const void *A_log, const void *dt_bias, const kda_saved &sv) {
+              const float *A_log, const float *dt_bias, const kda_saved &sv) {
     size_t psmem = prep_layout_of(s).bytes;
     CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
     kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k,
                                                                      (const bf16 *)v, (const bf16 *)f, (const bf16 *)b,
-                                                                     (const bf16 *)A_log, (const bf16 *)dt_bias, sv);
+                                                                     A_log, dt_bias, sv);
     CU_LAUNCHED();
 }
 
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
-                const void *A_log, const void *dt_bias, void *o, void *saved) {
+                const float *A_log, const float *dt_bias, void *o, void *saved) {
     cu_kda_fwd_chunked_state(d, q, k, v, f, b, A_log, dt_bias, o, saved, NULL);
 }
 
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
-                              const void *b, const void *A_log, const void *dt_bias, void *o, void *saved, float *S) {
+                              const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S) {
     kda_shape s = kda_shape_of(d);
     if (s.R == 0) return;
     kda_saved sv;

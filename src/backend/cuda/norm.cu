@@ -29,7 +29,7 @@ static row_grid grid_for(int rows, int width) {
 
 // ---- RMSNorm: y = x·rstd·w ----
 
-__global__ void rmsnorm_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+__global__ void rmsnorm_fwd_kernel(const bf16 *__restrict__ x, const float *__restrict__ w, bf16 *__restrict__ y,
                                    float *__restrict__ rstd, int N, int d, float eps) {
     int lane = threadIdx.x & 31;
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -44,11 +44,11 @@ __global__ void rmsnorm_fwd_kernel(const bf16 *__restrict__ x, const bf16 *__res
     float r = rsqrtf(ss / d + eps);
     if (lane == 0) rstd[row] = r;
     bf16 *yr = y + (size_t)row * d;
-    for (int j = lane; j < d; j += 32) yr[j] = f2bf(bf2f(xr[j]) * r * bf2f(w[j]));
+    for (int j = lane; j < d; j += 32) yr[j] = f2bf(bf2f(xr[j]) * r * w[j]);
 }
 
 // The same with 8 elements per lane and 16-byte accesses (d % 8 == 0, aligned pointers).
-__global__ void rmsnorm_fwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, bf16 *__restrict__ y,
+__global__ void rmsnorm_fwd_vec(const bf16 *__restrict__ x, const float *__restrict__ w, bf16 *__restrict__ y,
                                 float *__restrict__ rstd, int N, int d, float eps) {
     int lane = threadIdx.x & 31;
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -69,28 +69,28 @@ __global__ void rmsnorm_fwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
     for (int q = lane; q < g8; q += 32) {
         float v[8], wv[8];
         load16(xr + 8 * q, v);
-        load16(w + 8 * q, wv);
+        load8f(w + 8 * q, wv);
 #pragma unroll
         for (int t = 0; t < 8; t++) v[t] = v[t] * r * wv[t];
         store16(yr + 8 * q, v);
     }
 }
 
-void cu_rmsnorm_fwd(const void *x, const void *w, void *y, float *rstd, int N, int d, float eps) {
+void cu_rmsnorm_fwd(const void *x, const float *w, void *y, float *rstd, int N, int d, float eps) {
     if (N <= 0) return;
     if (d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(y)) {
-        rmsnorm_fwd_vec<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d,
+        rmsnorm_fwd_vec<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, w, (bf16 *)y, rstd, N, d,
                                                             eps);
         CU_LAUNCHED();
         return;
     }
-    rmsnorm_fwd_kernel<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, (const bf16 *)w, (bf16 *)y, rstd, N, d,
+    rmsnorm_fwd_kernel<<<(N + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)x, w, (bf16 *)y, rstd, N, d,
                                                            eps);
     CU_LAUNCHED();
 }
 
 // dx = r·(dy·w − c·x), c = (Σ dy·w·x)/d·r²;  dw += Σ_rows dy·x·r
-__global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w,
+__global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const float *__restrict__ w,
                                    const float *__restrict__ rstd, const bf16 *__restrict__ dy, bf16 *__restrict__ dx,
                                    float *__restrict__ part, bf16 *__restrict__ y, int N, int d, int accumulate) {
     extern __shared__ float dws[]; // [wpb][d]
@@ -103,16 +103,16 @@ __global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const bf16 *__res
         float dot = 0.0f;
         for (int j = lane; j < d; j += 32) {
             float xv = bf2f(xr[j]), g = bf2f(gr[j]);
-            dot += g * bf2f(w[j]) * xv;
+            dot += g * w[j] * xv;
             my[j] += g * xv * r;
         }
         dot = warp_sum(dot);
         float c = dot / d * r * r;
         bf16 *o = dx + (size_t)row * d;
         for (int j = lane; j < d; j += 32) {
-            float v = r * (bf2f(gr[j]) * bf2f(w[j]) - c * bf2f(xr[j]));
+            float v = r * (bf2f(gr[j]) * w[j] - c * bf2f(xr[j]));
             o[j] = f2bf(accumulate ? bf2f(o[j]) + v : v);
-            if (y) y[(size_t)row * d + j] = f2bf(bf2f(xr[j]) * r * bf2f(w[j]));
+            if (y) y[(size_t)row * d + j] = f2bf(bf2f(xr[j]) * r * w[j]);
         }
     }
     __syncthreads();
@@ -131,7 +131,7 @@ __device__ __forceinline__ void smem_add8(float *p, const float *v) { // p 16-by
 }
 
 // rmsnorm_bwd_kernel with 8 elements per lane and 16-byte accesses (d % 8 == 0, aligned pointers)
-__global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ rstd,
+__global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const float *__restrict__ w, const float *__restrict__ rstd,
                                 const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part,
                                 bf16 *__restrict__ y, int N, int d, int accumulate) {
     extern __shared__ float4 dws4[]; // [wpb][d] floats
@@ -148,7 +148,7 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
             float xv[8], g[8], wv[8], a[8];
             load16(xr + 8 * q, xv);
             load16(gr + 8 * q, g);
-            load16(w + 8 * q, wv);
+            load8f(w + 8 * q, wv);
 #pragma unroll
             for (int t = 0; t < 8; t++) dot += g[t] * wv[t] * xv[t], a[t] = g[t] * xv[t] * r;
             smem_add8(my + 8 * q, a);
@@ -160,7 +160,7 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
             float xv[8], g[8], wv[8], v[8], old[8];
             load16(xr + 8 * q, xv);
             load16(gr + 8 * q, g);
-            load16(w + 8 * q, wv);
+            load8f(w + 8 * q, wv);
             if (accumulate) load16(o + 8 * q, old);
 #pragma unroll
             for (int t = 0; t < 8; t++) {
@@ -186,7 +186,7 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const bf16 *__restri
 // partial dw rows: one per block
 size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d) { return N > 0 ? (size_t)grid_for(N, d).G * d * sizeof(float) : 0; }
 
-void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
+void cu_rmsnorm_bwd(const void *x, const float *w, const float *rstd, const void *dy, void *dx, float *dw, void *y,
                     int N, int d, int accumulate) {
     if (N <= 0) return;
     row_grid rg = grid_for(N, d);
@@ -196,13 +196,13 @@ void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void 
     KDA_CHECK(!vec || !y || cu_aligned16(y), "rmsnorm_bwd: y is not 16-byte aligned while the other operands are");
     if (vec) {
         rmsnorm_bwd_vec<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
-            (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
+            (const bf16 *)x, w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
         CU_LAUNCHED();
         cu_colreduce_add(part, rg.G, d, dw);
         return;
     }
     rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
-        (const bf16 *)x, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
+        (const bf16 *)x, w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
     CU_LAUNCHED();
     cu_colreduce_add(part, rg.G, d, dw);
 }
@@ -210,7 +210,7 @@ void cu_rmsnorm_bwd(const void *x, const void *w, const float *rstd, const void 
 // ---- gated RMSNorm: y = o·rstd·w ⊙ sigmoid(u), rows of width V ----
 
 __global__ void gated_rmsnorm_fwd_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
-                                         const bf16 *__restrict__ w, bf16 *__restrict__ y, float *__restrict__ rstd,
+                                         const float *__restrict__ w, bf16 *__restrict__ y, float *__restrict__ rstd,
                                          int rows, int V, float eps) {
     int lane = threadIdx.x & 31;
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -225,7 +225,7 @@ __global__ void gated_rmsnorm_fwd_kernel(const bf16 *__restrict__ o, const bf16 
     float r = rsqrtf(ss / V + eps);
     if (lane == 0) rstd[row] = r;
     for (int j = lane; j < V; j += 32)
-        y[base + j] = f2bf(bf2f(o[base + j]) * r * bf2f(w[j]) * sigmoidf_(bf2f(u[base + j])));
+        y[base + j] = f2bf(bf2f(o[base + j]) * r * w[j] * sigmoidf_(bf2f(u[base + j])));
 }
 
 // Gated norm rows are short (V = 64 for this model): L lanes share a row (L = a power of two,
@@ -243,7 +243,7 @@ static int lanes_per_row(int V) {
 }
 
 __global__ void gated_rmsnorm_fwd_vec(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
-                                      const bf16 *__restrict__ w, bf16 *__restrict__ y, float *__restrict__ rstd,
+                                      const float *__restrict__ w, bf16 *__restrict__ y, float *__restrict__ rstd,
                                       int rows, int V, float eps, int L) {
     int lane = threadIdx.x & 31, sub = lane % L, rpw = 32 / L;
     int row = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * rpw + lane / L;
@@ -266,24 +266,24 @@ __global__ void gated_rmsnorm_fwd_vec(const bf16 *__restrict__ o, const bf16 *__
         float v[8], uv[8], wv[8];
         load16(o + base + 8 * q, v);
         load16(u + base + 8 * q, uv);
-        load16(w + 8 * q, wv);
+        load8f(w + 8 * q, wv);
 #pragma unroll
         for (int t = 0; t < 8; t++) v[t] = v[t] * r * wv[t] * sigmoidf_(uv[t]);
         store16(y + base + 8 * q, v);
     }
 }
 
-void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, float *rstd, int rows, int V,
+void cu_gated_rmsnorm_fwd(const void *o, const void *u, const float *w, void *y, float *rstd, int rows, int V,
                           float eps) {
     if (rows <= 0) return;
     if (V % 8 == 0 && cu_aligned16(o) && cu_aligned16(u) && cu_aligned16(w) && cu_aligned16(y)) {
         int L = lanes_per_row(V), rows_per_block = 8 * (32 / L);
         gated_rmsnorm_fwd_vec<<<(rows + rows_per_block - 1) / rows_per_block, 256, 0, cu_stream>>>(
-            (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, (bf16 *)y, rstd, rows, V, eps, L);
+            (const bf16 *)o, (const bf16 *)u, w, (bf16 *)y, rstd, rows, V, eps, L);
         CU_LAUNCHED();
         return;
     }
-    gated_rmsnorm_fwd_kernel<<<(rows + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)o, (const bf16 *)u, (const bf16 *)w,
+    gated_rmsnorm_fwd_kernel<<<(rows + 7) / 8, 256, 0, cu_stream>>>((const bf16 *)o, (const bf16 *)u, w,
                                                                     (bf16 *)y, rstd, rows, V, eps);
     CU_LAUNCHED();
 }
@@ -291,7 +291,7 @@ void cu_gated_rmsnorm_fwd(const void *o, const void *u, const void *w, void *y, 
 // s = sigmoid(u): d_o = r·(dy·w·s − c·o), c = (Σ dy·w·s·o)/V·r²;  du = dy·o·r·w·s(1−s);
 // dw += Σ dy·o·r·s
 __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
-                                         const bf16 *__restrict__ w, const float *__restrict__ rstd,
+                                         const float *__restrict__ w, const float *__restrict__ rstd,
                                          const bf16 *__restrict__ dy, bf16 *__restrict__ d_o, bf16 *__restrict__ du,
                                          float *__restrict__ part, bf16 *__restrict__ y, int rows, int V) {
     extern __shared__ float dws[];
@@ -303,7 +303,7 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
         float r = rstd[row];
         float dot = 0.0f;
         for (int j = lane; j < V; j += 32) {
-            float s = sigmoidf_(bf2f(u[base + j])), g = bf2f(dy[base + j]), ov = bf2f(o[base + j]), wj = bf2f(w[j]);
+            float s = sigmoidf_(bf2f(u[base + j])), g = bf2f(dy[base + j]), ov = bf2f(o[base + j]), wj = w[j];
             dot += g * wj * s * ov;
             my[j] += g * ov * r * s;
             du[base + j] = f2bf(g * (ov * r) * wj * s * (1.0f - s));
@@ -312,8 +312,8 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
         float c = dot / V * r * r;
         for (int j = lane; j < V; j += 32) {
             float s = sigmoidf_(bf2f(u[base + j]));
-            d_o[base + j] = f2bf(r * (bf2f(dy[base + j]) * bf2f(w[j]) * s - c * bf2f(o[base + j])));
-            if (y) y[base + j] = f2bf(bf2f(o[base + j]) * r * bf2f(w[j]) * sigmoidf_(bf2f(u[base + j])));
+            d_o[base + j] = f2bf(r * (bf2f(dy[base + j]) * w[j] * s - c * bf2f(o[base + j])));
+            if (y) y[base + j] = f2bf(bf2f(o[base + j]) * r * w[j] * sigmoidf_(bf2f(u[base + j])));
         }
     }
     __syncthreads();
@@ -327,7 +327,7 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
 // gated_rmsnorm_bwd_kernel with L lanes per row (see gated_rmsnorm_fwd_vec); each row group of a
 // warp has its own dw slice (rows of one warp run at once), summed in order at the end.
 __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__restrict__ u,
-                                      const bf16 *__restrict__ w, const float *__restrict__ rstd,
+                                      const float *__restrict__ w, const float *__restrict__ rstd,
                                       const bf16 *__restrict__ dy, bf16 *__restrict__ d_o, bf16 *__restrict__ du,
                                       float *__restrict__ part, bf16 *__restrict__ y, int rows, int V, int L) {
     extern __shared__ float4 dws4[]; // [wpb·rpw][V] floats
@@ -348,7 +348,7 @@ __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__
                 load16(u + base + 8 * q, uv);
                 load16(dy + base + 8 * q, g);
                 load16(o + base + 8 * q, ov);
-                load16(w + 8 * q, wv);
+                load8f(w + 8 * q, wv);
 #pragma unroll
                 for (int t = 0; t < 8; t++) {
                     float sg = sigmoidf_(uv[t]);
@@ -367,7 +367,7 @@ __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__
             load16(u + base + 8 * q, uv);
             load16(dy + base + 8 * q, g);
             load16(o + base + 8 * q, ov);
-            load16(w + 8 * q, wv);
+            load8f(w + 8 * q, wv);
 #pragma unroll
             for (int t = 0; t < 8; t++) v[t] = r * (g[t] * wv[t] * sigmoidf_(uv[t]) - c * ov[t]);
             store16(d_o + base + 8 * q, v);
@@ -405,7 +405,7 @@ size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V) {
     return G * V * sizeof(float);
 }
 
-void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const float *rstd, const void *dy, void *d_o,
+void cu_gated_rmsnorm_bwd(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, void *y, int rows, int V) {
     if (rows <= 0) return;
     int L = lanes_per_row(V), nslots = gated_bwd_vec_slots(V);
@@ -418,7 +418,7 @@ void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const flo
         int G = gated_bwd_vec_blocks(rows, nslots);
         float *part = (float *)cu_scratch((size_t)G * V * sizeof(float));
         gated_rmsnorm_bwd_vec<<<G, 256, (size_t)nslots * V * sizeof(float), cu_stream>>>(
-            (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
+            (const bf16 *)o, (const bf16 *)u, w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
             (bf16 *)y, rows, V, L);
         CU_LAUNCHED();
         cu_colreduce_add(part, G, V, dw);
@@ -427,7 +427,7 @@ void cu_gated_rmsnorm_bwd(const void *o, const void *u, const void *w, const flo
     row_grid rg = grid_for(rows, V);
     float *part = (float *)cu_scratch((size_t)rg.G * V * sizeof(float));
     gated_rmsnorm_bwd_kernel<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * V * sizeof(float), cu_stream>>>(
-        (const bf16 *)o, (const bf16 *)u, (const bf16 *)w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
+        (const bf16 *)o, (const bf16 *)u, w, rstd, (const bf16 *)dy, (bf16 *)d_o, (bf16 *)du, part,
         (bf16 *)y, rows, V);
     CU_LAUNCHED();
     cu_colreduce_add(part, rg.G, V, dw);

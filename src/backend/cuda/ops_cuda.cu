@@ -89,6 +89,9 @@ static void cu_to_host(void *dst, const void *src, size_t bytes) {
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu_stream));
     CU_CHECK(cudaStreamSynchronize(cu_stream));
 }
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu_stream));
+}
 static void cu_sync(void) {
     CU_CHECK(cudaStreamSynchronize(cu_stream));
     cu_check_error_flag();
@@ -170,6 +173,7 @@ static const kda_ops cuda_ops = {
     .zero = CU_PROFILED(KDA_PHASE_OTHER, cu_zero),
     .to_device = CU_PROFILED(KDA_PHASE_OTHER, cu_to_device),
     .to_host = cu_to_host,
+    .copy = CU_PROFILED(KDA_PHASE_OTHER, cu_copy),
     .sync = cu_sync,
     .embed_fwd = CU_PROFILED(KDA_PHASE_OTHER, cu_embed_fwd),
     .embed_bwd = CU_PROFILED(KDA_PHASE_OTHER, cu_embed_bwd),
