@@ -31,7 +31,7 @@
 #   y: the fp32 small parameters (norm and conv weights, A_log, dt_bias read from the masters):
 #      the native build's device tests (sanitizers too), the parity run against the recorded FLA
 #      run with the drift per window beside FLA's own, the KDA core and the 300M step (the
-#      config's selective recompute, then none);
+#      config's selective recompute, then none), ncu per-kernel times of that step;
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
@@ -132,6 +132,12 @@ y)
     bench300 $N "300M 32x2048, the config's selective recompute" ""
     bench300 $N "300M 32x2048, no recompute" recompute_granularity=null
     lap "KDA core and steps"
+    if command -v ncu >/dev/null; then # per-kernel times of one 300M step at 32 x 2048 (default config)
+        timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
+            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+            --steps 1 --warmup 1 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -45; lap "ncu per-kernel times"
+    fi
     ;;
 r)
     tests_on $P ops,kda,step,decode 130 device_log_ptx80.txt "portable (compute_80 PTX) device tests"
