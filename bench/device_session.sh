@@ -30,7 +30,8 @@
 #   p: the parity run alone (as in f2);
 #   y: the fp32 small parameters (norm and conv weights, A_log, dt_bias read from the masters):
 #      the native build's device tests (sanitizers too), the parity run against the recorded FLA
-#      run with the drift per window beside FLA's own, the KDA core and the 300M step (the
+#      run with the drift per window beside FLA's own, the KDA core, the conv and norm ops
+#      (conv + SiLU with every row loaded up front), the 300M step (the
 #      config's selective recompute, then none), ncu per-kernel times of that step;
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
@@ -129,6 +130,7 @@ y)
     rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
     lap "loss parity vs the recorded FLA runs"
     timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
+    [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "copy|conv|rmsnorm"
     bench300 $N "300M 32x2048, the config's selective recompute" ""
     bench300 $N "300M 32x2048, no recompute" recompute_granularity=null
     lap "KDA core and steps"

@@ -25,33 +25,42 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 
 // The forward with 8 channels per thread (16-byte loads and stores; C % 8 == 0, aligned
 // pointers), walking RF time steps with the last W inputs kept in registers: x is read once.
-// WT: the registers' window (W for the common sizes, MAXW for the rest).
+// Every row the thread needs (its RF steps and the W − 1 before) is loaded up front, so that
+// RF + W − 1 loads are in flight at once; a block is up to 128 channel groups x the time
+// blocks (128 threads). WT: the registers' window (W for the common sizes, MAXW for the rest).
 enum { RF = 16 };
 template <int WT>
-__global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w, bf16 *__restrict__ y,
-                                  int T, int C, int W) {
+__global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx,
+                                                         const float *__restrict__ w, bf16 *__restrict__ y, int T,
+                                                         int C, int W) {
     int c8 = blockIdx.x * blockDim.x + threadIdx.x, c0 = 8 * c8;
-    if (c0 >= C) return;
-    int b = blockIdx.z, t0 = blockIdx.y * RF, t1 = min(T, t0 + RF);
+    int b = blockIdx.z, t0 = (blockIdx.y * blockDim.y + threadIdx.y) * RF;
+    if (c0 >= C || t0 >= T) return;
+    int t1 = min(T, t0 + RF);
     const bf16 *xb = x + (size_t)b * T * ldx + c0;
     bf16 *yb = y + (size_t)b * T * C + c0;
+    uint4 raw[RF + WT - 1]; // raw[WT − 1 + s] = x[t0 + s]; raw[WT − 1 − i] = x[t0 − i] (history)
+#pragma unroll
+    for (int s = 0; s < RF + WT - 1; s++) {
+        int t = t0 - (WT - 1) + s, back = WT - 1 - s; // back: how far before t0 (history rows)
+        bool ok = t < t1 && t >= 0 && (back <= 0 || back < W);
+        raw[s] = ok ? *(const uint4 *)(xb + (size_t)t * ldx) : make_uint4(0, 0, 0, 0);
+    }
     float wr[WT][8], xw[WT][8]; // wr[i]: the weight of x[t−i]; xw[i] = x[t−i]
 #pragma unroll
     for (int i = 0; i < WT; i++)
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            wr[i][k] = i < W ? w[(c0 + k) * W + W - 1 - i] : 0.0f;
-            xw[i][k] = 0.0f;
-        }
+        for (int k = 0; k < 8; k++) wr[i][k] = i < W ? w[(c0 + k) * W + W - 1 - i] : 0.0f;
 #pragma unroll
-    for (int i = 1; i < WT; i++) // history before t0 (shifted into place by the first step)
-        if (i < W && t0 - i >= 0) load16(xb + (size_t)(t0 - i) * ldx, xw[i - 1]);
-    for (int t = t0; t < t1; t++) {
+    for (int i = 1; i < WT; i++) unpack16(raw[WT - 1 - i], xw[i - 1]); // shifted into place below
+#pragma unroll
+    for (int s = 0; s < RF; s++) {
+        if (t0 + s >= t1) break;
 #pragma unroll
         for (int i = WT - 1; i > 0; i--)
 #pragma unroll
             for (int k = 0; k < 8; k++) xw[i][k] = xw[i - 1][k];
-        load16(xb + (size_t)t * ldx, xw[0]);
+        unpack16(raw[WT - 1 + s], xw[0]);
         float o[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -60,7 +69,7 @@ __global__ void conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, const flo
             for (int i = WT - 1; i >= 0; i--) z += wr[i][k] * xw[i][k]; // oldest first, as the scalar kernel
             o[k] = z * sigmoidf_(z);
         }
-        store16(yb + (size_t)t * C, o);
+        store16(yb + (size_t)(t0 + s) * C, o);
     }
 }
 
@@ -69,14 +78,13 @@ void cu_conv_silu_fwd(const void *x, int ldx, const float *w, void *y, int B, in
     if (!n) return;
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
     if (C % 8 == 0 && ldx % 8 == 0 && cu_aligned16(x) && cu_aligned16(y)) {
-        int groups = C / 8, threads = groups < 128 ? groups : 128;
-        dim3 grid((groups + threads - 1) / threads, (T + RF - 1) / RF, B);
+        int groups = C / 8, gx = groups < 128 ? groups : 128, gy = 128 / gx, tblocks = (T + RF - 1) / RF;
+        if (gy > tblocks) gy = tblocks;
+        dim3 block(gx, gy), grid((groups + gx - 1) / gx, (tblocks + gy - 1) / gy, B);
         if (W == 4)
-            conv_silu_fwd_vec<4>
-                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
+            conv_silu_fwd_vec<4><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
         else
-            conv_silu_fwd_vec<MAXW>
-                <<<grid, threads, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
+            conv_silu_fwd_vec<MAXW><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
         CU_LAUNCHED();
         return;
     }
@@ -140,8 +148,8 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 }
 
 // The backward with 2 channels per thread (4-byte bf16 pairs: a warp reads 128 contiguous bytes
-// of a row), RB = 16 time steps per block (4x the blocks of the kernel above: enough loads in
-// flight to stream), the next step's x and dy loaded before the current step's math. Per
+// of a row), RB = 16 time steps per block (4x the blocks of the kernel above), every row of x
+// and dy the thread needs loaded up front (RB + 2(W − 1) and RB + W − 1 loads in flight). Per
 // channel the same operations in the same order as conv_silu_bwd_kernel, so the same bits.
 // grid (ceil(C/2/CT2), ceil(T/RB), B); part[(b*nblk + blk)][c*W + j] as above.
 enum { RB = 16, CT2 = 128 };
@@ -154,6 +162,20 @@ __global__ void __launch_bounds__(CT2)
     int b = blockIdx.z, t0 = blockIdx.y * RB, t1 = min(T, t0 + RB);
     const bf16 *xb = x + (size_t)b * T * ldx + c0, *dyb = dy + (size_t)b * T * C + c0;
     bf16 *dxb = dx + (size_t)b * T * ldx + c0;
+    // xr[WT − 1 + s] = x[t0 + s] for s in [−(WT − 1), RB + WT − 1); dr[s] = dy[t0 + s], s < RB + WT − 1
+    enum { NS = RB + WT - 1 };
+    __nv_bfloat162 xr[NS + WT - 1], dr[NS];
+    __nv_bfloat162 zero2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+    for (int i = 0; i < NS + WT - 1; i++) {
+        int t = t0 - (WT - 1) + i;
+        xr[i] = t >= 0 && t < T && t < t1 + WT - 1 ? *(const __nv_bfloat162 *)(xb + (size_t)t * ldx) : zero2;
+    }
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+        int t = t0 + s;
+        dr[s] = t < T && t < t1 + WT - 1 ? *(const __nv_bfloat162 *)(dyb + (size_t)t * C) : zero2;
+    }
     float wf[WT][2], wr[WT][2], xw[WT][2], dzb[WT][2], dwr[WT][2];
 #pragma unroll
     for (int i = 0; i < WT; i++)
@@ -164,25 +186,19 @@ __global__ void __launch_bounds__(CT2)
             xw[i][k] = dzb[i][k] = dwr[i][k] = 0.0f;
         }
 #pragma unroll
-    for (int i = 1; i < WT; i++)
-        if (t0 - i >= 0) {
-            float2 h = __bfloat1622float2(*(const __nv_bfloat162 *)(xb + (size_t)(t0 - i) * ldx));
-            xw[i - 1][0] = h.x, xw[i - 1][1] = h.y;
-        }
-    __nv_bfloat162 zero2 = __floats2bfloat162_rn(0.0f, 0.0f);
-    __nv_bfloat162 xn = t0 < T ? *(const __nv_bfloat162 *)(xb + (size_t)t0 * ldx) : zero2;
-    __nv_bfloat162 dn = t0 < T ? *(const __nv_bfloat162 *)(dyb + (size_t)t0 * C) : zero2;
-    for (int t = t0; t < t1 + WT - 1; t++) {
-        __nv_bfloat162 xc = xn, dc = dn;
-        if (t + 1 < T && t + 1 < t1 + WT - 1) { // prefetch the next step
-            xn = *(const __nv_bfloat162 *)(xb + (size_t)(t + 1) * ldx);
-            dn = *(const __nv_bfloat162 *)(dyb + (size_t)(t + 1) * C);
-        }
+    for (int i = 1; i < WT; i++) {
+        float2 h = __bfloat1622float2(xr[WT - 1 - i]);
+        xw[i - 1][0] = h.x, xw[i - 1][1] = h.y;
+    }
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+        int t = t0 + s;
+        if (t >= t1 + WT - 1) break;
 #pragma unroll
         for (int i = WT - 1; i > 0; i--)
 #pragma unroll
             for (int k = 0; k < 2; k++) xw[i][k] = xw[i - 1][k], dzb[i][k] = dzb[i - 1][k];
-        float2 xf = __bfloat1622float2(xc), df = __bfloat1622float2(dc);
+        float2 xf = __bfloat1622float2(xr[WT - 1 + s]), df = __bfloat1622float2(dr[s]);
         float xv[2] = {xf.x, xf.y}, dv[2] = {df.x, df.y};
 #pragma unroll
         for (int k = 0; k < 2; k++) {
@@ -192,8 +208,8 @@ __global__ void __launch_bounds__(CT2)
                 float z = 0.0f;
 #pragma unroll
                 for (int i = 0; i < WT; i++) z += wr[i][k] * xw[i][k];
-                float s = sigmoidf_(z);
-                dz = dv[k] * s * (1.0f + z * (1.0f - s));
+                float sg = sigmoidf_(z);
+                dz = dv[k] * sg * (1.0f + z * (1.0f - sg));
                 if (t < t1) {
 #pragma unroll
                     for (int i = 0; i < WT; i++) dwr[i][k] += dz * xw[i][k];
