@@ -134,7 +134,7 @@ y)
     bench300 $N "300M 32x2048, the config's selective recompute" ""
     bench300 $N "300M 32x2048, no recompute" recompute_granularity=null
     lap "KDA core and steps"
-    if command -v ncu >/dev/null; then # per-kernel times of one 300M step at 32 x 2048 (default config)
+    if [ "${YNCU:-1}" = 1 ] && command -v ncu >/dev/null; then # per-kernel times of one 300M step at 32 x 2048
         timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
             $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
             --steps 1 --warmup 1 > /dev/null 2>&1
