@@ -108,8 +108,12 @@ __global__ void __launch_bounds__(1024)
     __shared__ float s[32][33];
     size_t j = (size_t)blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
-    if (j < ncols)
+    if (j < ncols) {
+        // unrolled so that 16 of the thread's loads are in flight (the adds stay in row order):
+        // the grid is only ncols / 32 blocks (32 for a norm of 1024, 64 for the v conv's 2048)
+#pragma unroll 16
         for (int g = threadIdx.y; g < G; g += 32) acc += partial[(size_t)g * ncols + j];
+    }
     s[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && j < ncols) {
