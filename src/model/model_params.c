@@ -75,6 +75,7 @@ static void mark_small_params(kda_model *m) {
 const float *kda_model_small_param(const kda_model *m, int idx) {
     const kda_param *p = &m->params[idx];
     KDA_CHECK(p->small, "%s is not a small parameter (ops.h role S)", p->name);
+    KDA_CHECK(m->master || m->small, "%s: no fp32 masters and no gathered copy of the small parameters", p->name);
     return m->master ? m->master + p->offset : m->small + p->small_off;
 }
 

@@ -105,9 +105,9 @@ kda_dist_optim *kda_dist_optim_create(kda_model *m, kda_comm *c, int sharded) {
             ops->to_host(host, m->master + o->lo, o->S * sizeof(float));
             o->master = ops->alloc(o->S * sizeof(float));
             ops->to_device(o->master, host, o->S * sizeof(float));
+            kda_model_small_gather(m, m->master, 0, m->n_floats); // the ops' fp32 small parameters
             ops->sync();
             free(host);
-            kda_model_small_gather(m, m->master, 0, m->n_floats); // the ops' fp32 small parameters
             ops->free(m->master);
             m->master = NULL;
             o->own_master = 1;

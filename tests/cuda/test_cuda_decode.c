@@ -1,5 +1,6 @@
 // test_cuda_decode.c — generation on the GPU: the state-carrying ops (ops.h conv_silu_step,
-// kda_fwd_state) against the CPU backend on the same bf16-rounded inputs, then the decoder
+// kda_fwd_state) against the CPU backend on the same inputs (activations bf16-rounded; the conv
+// weights, A_log and dt_bias fp32, ops.h role S), then the decoder
 // (generate.h, through the model's op table) on CUDA against the same decoder on the CPU.
 //   1. conv_silu_step: y (one bf16 rounding: 5e-3) and the new tail (bf16 copies: exact), tails
 //      longer and shorter than the block, a zero tail equals conv_silu_fwd;
