@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The table of bench/step_vs_fla.sh's logs (one or more): kda and FLA per (model, micro-batch), and the ratio.
 
-Reads the `== kda MODEL micro-batch B` headers and `kda bench` lines, and FLA's
+Reads the `== kda MODEL micro-batch B [(VARIANT)]` headers and `kda bench` lines, and FLA's
 `FLA MODEL micro-batch B x T: ...` lines; prints a markdown table (tokens/s, MFU, peak memory).
+A kda row with a variant (e.g. "recompute none") is compared with FLA's row of its size.
 """
 import re
 import sys
@@ -11,9 +12,9 @@ import sys
 def parse(lines):
     rows, cur = {}, None
     for ln in lines:
-        m = re.match(r"== kda (\S+) micro-batch (\d+)", ln)
+        m = re.match(r"== kda (\S+) micro-batch (\d+)(?: \((.*)\))?", ln)
         if m:
-            cur = (m.group(1), int(m.group(2)))
+            cur = (m.group(1), int(m.group(2)), m.group(3) or "")
             rows.setdefault(cur, {})
             continue
         m = re.search(r"\| (\d+) tokens/s \|", ln)
@@ -27,12 +28,12 @@ def parse(lines):
             rows[cur]["kda_mem"] = float(m.group(1))
         m = re.match(r"FLA (\S+) micro-batch (\d+) x \d+: .*\| (\d+) tokens/s \| MFU ([\d.]+)% \| peak ([\d.]+) GiB", ln)
         if m:
-            key = (m.group(1), int(m.group(2)))
+            key = (m.group(1), int(m.group(2)), "")
             rows.setdefault(key, {}).update(fla_tps=float(m.group(3)), fla_mfu=float(m.group(4)),
                                            fla_mem=float(m.group(5)))
         elif re.match(r"FLA (\S+) micro-batch (\d+) x \d+: out of memory", ln):
             m = re.match(r"FLA (\S+) micro-batch (\d+)", ln)
-            rows.setdefault((m.group(1), int(m.group(2))), {})["fla_oom"] = True
+            rows.setdefault((m.group(1), int(m.group(2)), ""), {})["fla_oom"] = True
     return rows
 
 
@@ -43,12 +44,14 @@ def main():
     rows = parse(lines)
     print("| config, micro-batch x 2048 | kda tokens/s (MFU) | FLA tokens/s (MFU) | kda / FLA | peak memory kda / FLA |")
     print("|---|---|---|---|---|")
-    for (model, b), r in rows.items():
+    for (model, b, variant), r in rows.items():
+        fla = rows.get((model, b, ""), {})
+        r = {**{k: v for k, v in fla.items() if k.startswith("fla")}, **r}
         k = f"{r['kda_tps'] / 1e3:.1f}k ({r.get('kda_mfu', 0):.1f}%)" if "kda_tps" in r else "-"
         f = f"{r['fla_tps'] / 1e3:.1f}k ({r['fla_mfu']:.1f}%)" if "fla_tps" in r else ("OOM" if r.get("fla_oom") else "-")
         ratio = f"{r['kda_tps'] / r['fla_tps']:.2f}" if "kda_tps" in r and "fla_tps" in r else "-"
         mem = f"{r.get('kda_mem', float('nan')):.1f} / {r.get('fla_mem', float('nan')):.1f} GiB"
-        print(f"| {model}, {b} | {k} | {f} | {ratio} | {mem} |")
+        print(f"| {model}, {b}{', ' + variant if variant else ''} | {k} | {f} | {ratio} | {mem} |")
 
 
 if __name__ == "__main__":

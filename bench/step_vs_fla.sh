@@ -18,12 +18,14 @@ K=${KDA:-build/cuda-device/kda}
 STEPS=${STEPS:-6}
 echo "step_vs_fla: $(date -u '+%F %H:%M UTC'), $(head -1 build/cuda-device/BUILD_INFO 2>/dev/null || echo 'no BUILD_INFO')"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-for spec in "300M 16" "300M 32" "1B 16"; do
+# the configs' default (selective recompute), then without recompute where FLA's fastest mode
+# keeps everything too
+for spec in "300M 16" "300M 32" "300M 32 none" "1B 16" "1B 16 none"; do
     [[ ",$SIDES," == *",kda,"* ]] || break
     set -- $spec
-    echo "== kda $1 micro-batch $2"
+    echo "== kda $1 micro-batch $2${3:+ (recompute $3)}"
     timeout 300 "$K" bench "configs/kda-$1.yaml" --device cuda --set "micro_batch_size=$2" --set "global_batch_size=$2" \
-        --steps "$STEPS" --warmup 2 ${KDA_BENCH_SET:+--set $KDA_BENCH_SET}
+        --steps "$STEPS" --warmup 2 ${3:+--set recompute_granularity=null} ${KDA_BENCH_SET:+--set $KDA_BENCH_SET}
 done
 if [[ ",$SIDES," == *",fla,"* ]]; then
     echo "== FLA (same card)"
