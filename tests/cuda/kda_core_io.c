@@ -7,13 +7,19 @@
 // dA_log, ddt_bias as raw fp32 (.f32), the accumulated parameter gradients starting from 0.
 #include "cuda/cuda_test_util.h"
 
-static void *load_bf(const char *dir, const char *name, size_t n) {
+// DIR/NAME.bf16: n raw bf16 values (host memory)
+static uint16_t *read_bf(const char *dir, const char *name, size_t n) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s.bf16", dir, name);
     FILE *fp = kda_fopen(p, "rb");
     uint16_t *h = kda_malloc(n * 2 + 2);
     if (fread(h, 2, n, fp) != n) kda_die("%s: expected %zu bf16 values", p, n);
     fclose(fp);
+    return h;
+}
+
+static void *load_bf(const char *dir, const char *name, size_t n) {
+    uint16_t *h = read_bf(dir, name, n);
     void *d = CU->alloc(n * 2);
     CU->to_device(d, h, n * 2);
     free(h);
@@ -21,19 +27,14 @@ static void *load_bf(const char *dir, const char *name, size_t n) {
 }
 
 static float *load_bf_as_f32(const char *dir, const char *name, size_t n) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s.bf16", dir, name);
-    FILE *fp = kda_fopen(p, "rb");
-    uint16_t *h = kda_malloc(n * 2 + 2);
-    if (fread(h, 2, n, fp) != n) kda_die("%s: expected %zu bf16 values", p, n);
-    fclose(fp);
+    uint16_t *h = read_bf(dir, name, n);
     float *x = kda_malloc(n * sizeof(float) + 4);
     for (size_t i = 0; i < n; i++) x[i] = kda_bf16_to_f32(h[i]);
-    float *d = CU->alloc(n * sizeof(float));
-    CU->to_device(d, x, n * sizeof(float));
+    float *d = d_f32(x, n);
     free(h), free(x);
     return d;
 }
+
 static void save_f32(const char *dir, const char *name, const float *h, size_t n) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s.f32", dir, name);
