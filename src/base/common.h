@@ -81,6 +81,14 @@ static inline float kda_bf16_to_f32(uint16_t h) {
     return x.f;
 }
 
+// The overlap of the element ranges [a0, a1) and [b0, b1) (a tensor and a shard, say): its
+// length (0: none), its start in *at.
+static inline size_t kda_overlap(size_t a0, size_t a1, size_t b0, size_t b1, size_t *at) {
+    size_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    *at = lo;
+    return hi > lo ? hi - lo : 0;
+}
+
 // Relative error ||a-b|| / ||b|| in double.
 double kda_rel_err_f32(const float *a, const double *ref, size_t n);
 double kda_rel_err_f32f32(const float *a, const float *ref, size_t n);

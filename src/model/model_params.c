@@ -85,9 +85,9 @@ void kda_model_small_gather(kda_model *m, const float *master, size_t lo, size_t
     o->zero(m->small, m->n_small * sizeof(float));
     for (int i = 0; i < m->n_params; i++) {
         const kda_param *p = &m->params[i];
-        size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < lo + n ? p->offset + p->numel : lo + n;
-        if (!p->small || a >= b) continue;
-        o->copy(m->small + p->small_off + (a - p->offset), master + (a - lo), (b - a) * sizeof(float));
+        size_t a, len = kda_overlap(p->offset, p->offset + p->numel, lo, lo + n, &a);
+        if (!p->small || !len) continue;
+        o->copy(m->small + p->small_off + (a - p->offset), master + (a - lo), len * sizeof(float));
     }
 }
 

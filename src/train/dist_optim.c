@@ -31,9 +31,8 @@ static void on_grad_ready(void *user, size_t a, size_t b) {
     // reduce each owner's part of [a, b) to its owner
     c->group_start(c);
     for (int r = 0; r < c->world; r++) {
-        size_t s0 = (size_t)r * o->S, s1 = s0 + o->S;
-        size_t x0 = a > s0 ? a : s0, x1 = b < s1 ? b : s1;
-        if (x0 < x1) c->reduce_f32(c, o->m->grad + x0, x1 - x0, r);
+        size_t x0, len = kda_overlap(a, b, (size_t)r * o->S, (size_t)(r + 1) * o->S, &x0);
+        if (len) c->reduce_f32(c, o->m->grad + x0, len, r);
     }
     c->group_end(c);
 }
@@ -170,10 +169,10 @@ kda_step_info kda_dist_optim_step(kda_dist_optim *o, double lr, long step1) {
     size_t s0 = o->lo, s1 = o->lo + o->S;
     for (int i = 0; i < m->n_params; i++) {
         const kda_param *p = &m->params[i];
-        size_t a = p->offset > s0 ? p->offset : s0, b = p->offset + p->numel < s1 ? p->offset + p->numel : s1;
-        if (a >= b) continue;
+        size_t a, len = kda_overlap(p->offset, p->offset + p->numel, s0, s1, &a);
+        if (!len) continue;
         void *w = (char *)m->work + a * (size_t)ops->w_bytes;
-        ops->adamw(o->master + (a - s0), w, m->grad + a, o->adam_m + (a - s0), o->adam_v + (a - s0), b - a, (float)lr,
+        ops->adamw(o->master + (a - s0), w, m->grad + a, o->adam_m + (a - s0), o->adam_v + (a - s0), len, (float)lr,
                    b1, b2, (float)m->cfg.adam_eps, p->weight_decay, bc1, bc2);
     }
     c->allgather(c, m->work, o->S * (size_t)ops->w_bytes);
