@@ -344,42 +344,49 @@ static void test_conv(void) {
     free(g1);
 }
 
+// gu [N,2F] from g and u [N,F] (ops.h: gate in each row's first F columns, up in the next F)
+static float *pack_halves(const float *g, const float *u, int N, int F) {
+    float *gu = kda_malloc((size_t)N * 2 * F * sizeof(float));
+    for (int r = 0; r < N; r++) {
+        memcpy(gu + (size_t)r * 2 * F, g + (size_t)r * F, F * sizeof(float));
+        memcpy(gu + (size_t)r * 2 * F + F, u + (size_t)r * F, F * sizeof(float));
+    }
+    return gu;
+}
+
+// half h (0: the first F columns, 1: the next F) of each row of x [N,2F], packed [N,F]
+static float *half_of(const float *x, int h, int N, int F) {
+    float *o = kda_malloc((size_t)N * F * sizeof(float));
+    for (int r = 0; r < N; r++) memcpy(o + (size_t)r * F, x + (size_t)r * 2 * F + h * F, F * sizeof(float));
+    return o;
+}
+
 static void test_swiglu(void) {
-    int n = 50, dm[] = {n};
-    float *g = randf(n, 2), *u = randf(n, 1), *z = nanf_buf(n);
-    O->swiglu_fwd(g, u, z, n);
+    int N = 5, F = 10, n = N * F, dm[] = {n};
+    float *g = randf(n, 2), *u = randf(n, 1), *z = nanf_buf(n), *gu = pack_halves(g, u, N, F);
+    O->swiglu_fwd(gu, z, N, F);
     double *in[] = {to_d(g, n), to_d(u, n)}, *ref = kda_malloc(n * sizeof(double));
     ref_swiglu(in, ref, dm);
     T_REL("swiglu fwd", rel_d(z, ref, n), 1e-6);
-    float *dz = randf(n, 1), *dg = nanf_buf(n), *du = nanf_buf(n);
-    float *zb = nanf_buf(n);
-    O->swiglu_bwd(g, u, dz, dg, du, zb, n);
+    // dz as the columns of a wider matrix (rows F + 3 apart)
+    int ld = F + 3;
+    float *dz = randf(n, 1), *dzw = nanf_buf((size_t)N * ld), *dgu = nanf_buf(2 * n), *zb = nanf_buf(n);
+    for (int r = 0; r < N; r++) memcpy(dzw + (size_t)r * ld, dz + (size_t)r * F, F * sizeof(float));
+    O->swiglu_bwd(gu, dzw, ld, dgu, zb, N, F);
     T_CHECK(!memcmp(zb, z, n * sizeof(float)), "swiglu bwd: its z has the forward's bits");
-    float *dgi = kda_malloc(n * sizeof(float)), *dui = nanf_buf(n); // dgate over dz, in place
-    memcpy(dgi, dz, n * sizeof(float));
-    O->swiglu_bwd(g, u, dgi, dgi, dui, NULL, n);
-    T_CHECK(!memcmp(dgi, dg, n * sizeof(float)) && !memcmp(dui, du, n * sizeof(float)),
-            "swiglu bwd in place (dgate = dz): the same bits");
-    free(zb);
-    free(dgi);
-    free(dui);
+    float *io = pack_halves(dz, z, N, F); // dgate over dz, in place (the up half overwritten)
+    O->swiglu_bwd(gu, io, 2 * F, io, NULL, N, F);
+    T_CHECK(!memcmp(io, dgu, 2 * n * sizeof(float)), "swiglu bwd in place (dz in dgu's gate columns): the same bits");
+    float *dg = half_of(dgu, 0, N, F), *du = half_of(dgu, 1, N, F);
     size_t sz[] = {n, n};
     double *dzd = to_d(dz, n);
     double *g0 = fd_grad(ref_swiglu, in, 0, sz, n, dzd, dm), *g1 = fd_grad(ref_swiglu, in, 1, sz, n, dzd, dm);
     T_REL("swiglu bwd d_gate", rel_d(dg, g0, n), 1e-5);
     T_REL("swiglu bwd d_up", rel_d(du, g1, n), 1e-5);
-    free(g);
-    free(u);
-    free(z);
-    free(dz);
-    free(dg);
-    free(du);
-    free(in[0]);
-    free(in[1]);
-    free(ref);
-    free(dzd);
-    free(g0);
-    free(g1);
+    float *p[] = {g, u, z, gu, dz, dzw, dgu, zb, io, dg, du};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+    double *q[] = {in[0], in[1], ref, dzd, g0, g1};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) free(q[i]);
 }
 
 static void test_embed_ce(void) {

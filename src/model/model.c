@@ -27,13 +27,15 @@ struct kda_layer_acts {
     void *h_mid;                 // [N,d] after the attention residual
     float *rstd2;                // [N]
     void *x2;                    // [N,d] mlp_norm output
-    void *gate, *up, *z;         // [N,F]
+    void *gu;                    // [N,2F] gate_proj and up_proj outputs side by side (one GEMM)
+    void *z;                     // [N,F] SwiGLU output
 };
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
-    // dgate holds dz (the down_proj's input gradient) first: swiglu_bwd turns it into dgate in place
-    void *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
+    // dgu [N,2F] = (dgate | dup); its gate columns hold dz (the down_proj's input gradient) first:
+    // swiglu_bwd turns it into dgate in place
+    void *dgu, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
     void *dproj; // [N,P] the gradient of acts' proj
 };
 
@@ -206,8 +208,7 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(h_mid, ACTS(z, &mm->acts_layers, N * d));
     ACT(rstd2, F32S(z, &mm->acts_layers, N));
     ACT(x2, ACTS(z, &mm->acts_layers, N * d));
-    ACT(gate, ACTS(z, &mm->acts_layers, N * F));
-    ACT(up, ACTS(z, &mm->acts_layers, N * F));
+    ACT(gu, ACTS(z, &mm->acts_layers, N * 2 * F));
     ACT(z, ACTS(z, &mm->acts_layers, N * F));
 #undef ACT
 }
@@ -258,8 +259,7 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     // gradient scratch (one set, reused by every layer)
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
     size_t *p = &mm->grad_scratch;
-    g->dgate = ACTS(z, p, N * F);
-    g->dup = ACTS(z, p, N * F);
+    g->dgu = ACTS(z, p, N * 2 * F);
     g->dx2 = ACTS(z, p, N * d);
     g->dy = ACTS(z, p, N * Dv);
     g->d_o = ACTS(z, p, N * Dv);
@@ -428,9 +428,8 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d); // + the residual
     o->rmsnorm_fwd(a->h_mid, SP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    o->linear_fwd(a->x2, d, WP(p->gate_proj), NULL, NULL, a->gate, N, d, F);
-    o->linear_fwd(a->x2, d, WP(p->up_proj), NULL, NULL, a->up, N, d, F);
-    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
+    o->linear_fwd(a->x2, d, WP(p->gate_proj), NULL, NULL, a->gu, N, d, 2 * F); // gate_proj and up_proj
+    o->swiglu_fwd(a->gu, a->z, N, F);
     o->linear_fwd(a->z, F, WP(p->down_proj), NULL, a->h_mid, h_out, N, F, d);
 }
 
@@ -492,15 +491,14 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     void *xn_out = w.xn ? a->xn : NULL;
     kda_grad_scratch *g = m->gs;
 
-    // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
-    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dgate, NULL, NULL, N, F, d, 0);  // dz, into dgate's buffer
-    o->swiglu_bwd(a->gate, a->up, g->dgate, g->dgate, g->dup, z_out, (size_t)N * F); // dgate over dz, in place
+    // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid); gate and
+    // up are one GEMM of width 2F each way (their weights and gradients follow each other)
+    o->linear_bwd(NULL, 2 * F, WP(p->down_proj), dh, g->dgu, NULL, NULL, N, F, d, 0); // dz, into dgu's gate columns
+    o->swiglu_bwd(a->gu, g->dgu, 2 * F, g->dgu, z_out, N, F);                         // dgate over dz, in place
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
-    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgate, g->dx2, NULL, NULL, N, d, F, 0);
-    o->linear_bwd(NULL, d, WP(p->up_proj), g->dup, g->dx2, NULL, NULL, N, d, F, 1);
+    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgu, g->dx2, NULL, NULL, N, d, 2 * F, 0);
     o->rmsnorm_bwd(a->h_mid, SP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
-    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgate, NULL, GP(p->gate_proj), NULL, N, d, F, 0);
-    o->linear_bwd(a->x2, d, WP(p->up_proj), g->dup, NULL, GP(p->up_proj), NULL, N, d, F, 0);
+    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgu, NULL, GP(p->gate_proj), NULL, N, d, 2 * F, 0);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
     o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);

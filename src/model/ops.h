@@ -145,10 +145,13 @@ typedef struct kda_ops {
                           const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 
     // ---- MLP / residual ----
-    // z = silu(gate)·up
-    void (*swiglu_fwd)(const void *gate, const void *up, void *z, size_t n);
-    // z (may be NULL): the forward's product, the bits swiglu_fwd writes; dgate may be dz (in place)
-    void (*swiglu_bwd)(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
+    // gu [N,2F]: gate in columns [0,F) of each row, up in [F,2F) (one GEMM writes both: model.c);
+    // z [N,F] = silu(gate)·up
+    void (*swiglu_fwd)(const void *gu, void *z, int N, int F);
+    // dgu [N,2F] = (dgate | dup) written; dz [N,F] with rows lddz apart (lddz >= F). dz may be dgu
+    // with lddz = 2F (in place: dgu's gate columns hold dz on entry). z (may be NULL): the forward's
+    // product, the bits swiglu_fwd writes
+    void (*swiglu_bwd)(const void *gu, const void *dz, int lddz, void *dgu, void *z, int N, int F);
 
     // ---- optimizer ----
     double (*sumsq)(const float *g, size_t n); // Σ g² (host double)

@@ -281,49 +281,61 @@ static void test_conv(int B, int T, int C, int W, int ld) {
 }
 
 // ---- SwiGLU ----
-static void test_elementwise(size_t n) {
-    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *z_ref = h_randn(n, 1);
-    CPU->swiglu_fwd(g, u, z_ref, n);
-    void *g_ = d_bf(g, n), *u_ = d_bf(u, n), *z_ = d_bf_nan(n);
-    CU->swiglu_fwd(g_, u_, z_, n);
+// gu [N,2F]: rows of g then u (ops.h)
+static float *pack_gu(const float *g, const float *u, int N, int F) {
+    float *gu = kda_malloc((size_t)N * 2 * F * 4);
+    for (int r = 0; r < N; r++) {
+        memcpy(gu + (size_t)r * 2 * F, g + (size_t)r * F, (size_t)F * 4);
+        memcpy(gu + (size_t)r * 2 * F + F, u + (size_t)r * F, (size_t)F * 4);
+    }
+    return gu;
+}
+
+// F % 8 == 0: the 16-byte path on aligned buffers; then every call again one element off alignment
+// (the element-by-element path): the same bits.
+static void test_swiglu(int N, int F) {
+    size_t n = (size_t)N * F, n2 = 2 * n, ld = (size_t)F + 8;
+    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *gu = pack_gu(g, u, N, F), *z_ref = h_randn(n, 1);
+    CPU->swiglu_fwd(gu, z_ref, N, F);
+    void *gu_ = d_bf(gu, n2), *z_ = d_bf_nan(n);
+    CU->swiglu_fwd(gu_, z_, N, F);
     float *z = h_of_bf(z_, n);
     CHECK_REL("swiglu_fwd", z, z_ref, n, 5e-3);
-    float *dz = h_randn_bf(n, 1.0), *dg_ref = h_randn(n, 1), *du_ref = h_randn(n, 1);
-    CPU->swiglu_bwd(g, u, dz, dg_ref, du_ref, NULL, n);
-    void *dz_ = d_bf(dz, n), *dg_ = d_bf_nan(n), *du_ = d_bf_nan(n), *zb_ = d_bf_nan(n);
-    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, NULL, n);
-    float *dg = h_of_bf(dg_, n), *du = h_of_bf(du_, n);
-    CHECK_REL("swiglu_bwd dgate", dg, dg_ref, n, 1e-2);
-    CHECK_REL("swiglu_bwd dup", du, du_ref, n, 1e-2);
-    // with z: the forward's bits, and the gradients unchanged; on unaligned pointers too
-    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, zb_, n);
-    float *zb = h_of_bf(zb_, n), *dg2 = h_of_bf(dg_, n);
-    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dg2, dg, n * 4), "swiglu_bwd n=%zu: its z has swiglu_fwd's bits", n);
-    { // dgate over dz, in place: the same bits
-        void *io_ = d_bf(dz, n), *du2_ = d_bf_nan(n);
-        CU->swiglu_bwd(g_, u_, io_, io_, du2_, NULL, n);
-        float *io = h_of_bf(io_, n), *du2 = h_of_bf(du2_, n);
-        T_CHECK(!memcmp(io, dg, n * 4) && !memcmp(du2, du, n * 4),
-                "swiglu_bwd n=%zu in place (dgate = dz): the same bits", n);
-        CU->free(io_), CU->free(du2_), free(io), free(du2);
+    // dz as the columns of a wider matrix (rows ld apart)
+    float *dz = h_randn_bf(n, 1.0), *dzw = h_randn(N * ld, 1), *dgu_ref = h_randn(n2, 1);
+    for (int r = 0; r < N; r++) memcpy(dzw + (size_t)r * ld, dz + (size_t)r * F, (size_t)F * 4);
+    CPU->swiglu_bwd(gu, dzw, (int)ld, dgu_ref, NULL, N, F);
+    void *dzw_ = d_bf(dzw, N * ld), *dgu_ = d_bf_nan(n2), *zb_ = d_bf_nan(n);
+    CU->swiglu_bwd(gu_, dzw_, (int)ld, dgu_, NULL, N, F);
+    float *dgu = h_of_bf(dgu_, n2);
+    CHECK_REL("swiglu_bwd (dgate | dup)", dgu, dgu_ref, n2, 1e-2);
+    // with z: the forward's bits, and the gradients unchanged
+    CU->swiglu_bwd(gu_, dzw_, (int)ld, dgu_, zb_, N, F);
+    float *zb = h_of_bf(zb_, n), *dgu2 = h_of_bf(dgu_, n2);
+    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dgu2, dgu, n2 * 4), "swiglu_bwd %dx%d: its z has swiglu_fwd's bits", N,
+            F);
+    { // dz in dgu's gate columns, in place: the same bits
+        float *io = pack_gu(dz, g, N, F);
+        void *io_ = d_bf(io, n2);
+        CU->swiglu_bwd(gu_, io_, 2 * F, io_, NULL, N, F);
+        float *got = h_of_bf(io_, n2);
+        T_CHECK(!memcmp(got, dgu, n2 * 4), "swiglu_bwd %dx%d in place (dz in dgu's gate columns): the same bits", N, F);
+        CU->free(io_), free(io), free(got);
     }
-    // one element off 16-byte alignment (the element-by-element path), into fresh NaN buffers
-    void *zu_ = d_bf_nan(n), *dgu_ = d_bf_nan(n), *duu_ = d_bf_nan(n);
-    CU->swiglu_bwd((char *)g_ + 2, (char *)u_ + 2, (char *)dz_ + 2, (char *)dgu_ + 2, (char *)duu_ + 2, (char *)zu_ + 2,
-                   n - 1);
-    float *zb2 = h_of_bf(zu_, n), *dgb = h_of_bf(dgu_, n), *dub = h_of_bf(duu_, n);
-    T_CHECK(!memcmp(zb2 + 1, z + 1, (n - 1) * 4) && !memcmp(dgb + 1, dg + 1, (n - 1) * 4) &&
-                !memcmp(dub + 1, du + 1, (n - 1) * 4),
-            "swiglu_bwd on unaligned pointers: z, dgate, dup have the aligned path's bits");
-    CU->free(zb_), CU->free(zu_), CU->free(dgu_), CU->free(duu_), free(zb), free(dg2), free(zb2), free(dgb), free(dub);
-    // pointers one element off 16-byte alignment take the element-by-element path: same values
-    void *z2_ = d_bf_nan(n);
-    CU->swiglu_fwd((char *)g_ + 2, (char *)u_ + 2, (char *)z2_ + 2, n - 1);
-    float *z2 = h_of_bf(z2_, n);
-    T_CHECK(!memcmp(z2 + 1, z + 1, (n - 1) * 4), "swiglu_fwd on unaligned pointers gives the aligned path's values");
-    CU->free(z2_), free(z2);
-    CU->free(g_), CU->free(u_), CU->free(z_), CU->free(dz_), CU->free(dg_), CU->free(du_);
-    free(g), free(u), free(z_ref), free(z), free(dz), free(dg_ref), free(du_ref), free(dg), free(du);
+    { // every buffer one element off 16-byte alignment: the element-by-element path
+        void *gu1_ = d_bf_nan(n2 + 1), *dz1_ = d_bf_nan(N * ld + 1), *z1_ = d_bf_nan(n + 1), *dgu1_ = d_bf_nan(n2 + 1);
+        void *zb1_ = d_bf_nan(n + 1);
+        CU->copy(BF_AT(gu1_, 1), gu_, n2 * 2);
+        CU->copy(BF_AT(dz1_, 1), dzw_, N * ld * 2);
+        CU->swiglu_fwd(BF_AT(gu1_, 1), BF_AT(z1_, 1), N, F);
+        CU->swiglu_bwd(BF_AT(gu1_, 1), BF_AT(dz1_, 1), (int)ld, BF_AT(dgu1_, 1), BF_AT(zb1_, 1), N, F);
+        float *z1 = h_of_bf(z1_, n + 1), *zb1 = h_of_bf(zb1_, n + 1), *dgu1 = h_of_bf(dgu1_, n2 + 1);
+        T_CHECK(!memcmp(z1 + 1, z, n * 4) && !memcmp(zb1 + 1, z, n * 4) && !memcmp(dgu1 + 1, dgu, n2 * 4),
+                "swiglu %dx%d on unaligned pointers: the aligned path's bits", N, F);
+        CU->free(gu1_), CU->free(dz1_), CU->free(z1_), CU->free(dgu1_), CU->free(zb1_), free(z1), free(zb1), free(dgu1);
+    }
+    CU->free(gu_), CU->free(z_), CU->free(dzw_), CU->free(dgu_), CU->free(zb_);
+    free(g), free(u), free(gu), free(z_ref), free(z), free(dz), free(dzw), free(dgu_ref), free(dgu), free(zb), free(dgu2);
 }
 
 // ---- optimizer ----
@@ -499,8 +511,8 @@ int main(int argc, char **argv) {
     test_conv(2, 70, 256, 4, 1152); // columns of the projection buffer: 16-byte and pair paths
     test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward
     test_conv(2, 37, 64, 4, 97);    // odd pitch: element forward and backward
-    test_elementwise(100003);
-    test_elementwise(64 * 1024 + 8); // whole 16-byte groups only
+    test_swiglu(97, 1032); // the 16-byte path, and the element-by-element one on the same data
+    test_swiglu(61, 37);   // F % 8 != 0: element by element only
     test_optimizer(1000003);
     test_adamw_multi();
     ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);

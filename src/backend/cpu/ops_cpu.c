@@ -387,23 +387,29 @@ static void cpu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, co
 
 // ---- MLP / residual ---------------------------------------------------------------------------
 
-static void cpu_swiglu_fwd(const void *g_, const void *u_, void *z_, size_t n) {
-    const float *g = g_, *u = u_;
+static void cpu_swiglu_fwd(const void *gu_, void *z_, int N, int F) {
+    const float *gu = gu_;
     float *z = z_;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) z[i] = swiglu_out(g[i], u[i]);
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
+        for (int j = 0; j < F; j++) z[(size_t)n * F + j] = swiglu_out(g[j], u[j]);
+    }
 }
 
-static void cpu_swiglu_bwd(const void *g_, const void *u_, const void *dz_, void *dg_, void *du_, void *z_, size_t n) {
-    const float *g = g_, *u = u_, *dz = dz_;
-    float *dg = dg_, *du = du_, *z = z_;
+static void cpu_swiglu_bwd(const void *gu_, const void *dz_, int lddz, void *dgu_, void *z_, int N, int F) {
+    const float *gu = gu_, *dzs = dz_;
+    float *dgu = dgu_, *z = z_;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float s = sigmoidf(g[i]);
-        float gz = dz[i];
-        dg[i] = gz * u[i] * s * (1.0f + g[i] * (1.0f - s));
-        du[i] = gz * g[i] * s;
-        if (z) z[i] = swiglu_out(g[i], u[i]);
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F, *dz = dzs + (size_t)n * lddz;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+        for (int j = 0; j < F; j++) {
+            float s = sigmoidf(g[j]), gz = dz[j]; // read before dg[j] is written (dz may be dg)
+            dg[j] = gz * u[j] * s * (1.0f + g[j] * (1.0f - s));
+            du[j] = gz * g[j] * s;
+            if (z) z[(size_t)n * F + j] = swiglu_out(g[j], u[j]);
+        }
     }
 }
 

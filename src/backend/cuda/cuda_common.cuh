@@ -209,8 +209,8 @@ void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, cons
                       const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
                               const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
-void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
-void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
+void cu_swiglu_fwd(const void *gu, void *z, int N, int F);
+void cu_swiglu_bwd(const void *gu, const void *dz, int lddz, void *dgu, void *z, int N, int F);
 double cu_sumsq(const float *g, size_t n);
 void cu_scale(float *g, float s, size_t n);
 void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
