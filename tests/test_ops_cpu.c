@@ -310,8 +310,8 @@ static void test_strided_inputs(void) {
     O->conv_silu_step(tail1, cxw + cc, cl, cw, cy1, B, T, C, Wc);
     T_REL("conv step: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
     T_CHECK(!memcmp(tail0, tail1, (size_t)B * (Wc - 1) * C * sizeof(float)), "conv step: strided x, same new tail");
-    float *bufs[] = {x, W, b, res, xw, y0, y1, dy, dx0, dxw, dW0, dW1, cx, cw, cxw, cy0, cy1, cdy, cdx0, cdxw, cdw0,
-                     cdw1, tail0, tail1};
+    float *bufs[] = {x,  W,  b,   res, xw,  y0,  y1,   dy,   dx0,  dxw,  dW0,   dW1,
+                     cx, cw, cxw, cy0, cy1, cdy, cdx0, cdxw, cdw0, cdw1, tail0, tail1};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
 }
 

@@ -12,42 +12,42 @@
 #include "model/model_impl.h"
 
 struct kda_layer_acts {
-    void *h_in;                  // [N,d] layer input (residual stream)
-    float *rstd1;                // [N]
-    void *xn;                    // [N,d] attn_norm output
-    void *proj;                  // [N,P] the five projections of xn side by side (proj_cols_of)
-    void *q, *k, *v;             // conv+SiLU outputs (core inputs)
-    void *f;                     // [N,Dg]
-    void *b;                     // [N,H]
-    void *u;                     // [N,Dv]
-    void *core_saved;            // backend-defined
-    void *o;                     // [N,Dv] core output
-    float *rstd_o;               // [N*H]
-    void *y;                     // [N,Dv] gated norm output
-    void *h_mid;                 // [N,d] after the attention residual
-    float *rstd2;                // [N]
-    void *x2;                    // [N,d] mlp_norm output
-    void *gu;                    // [N,2F] gate_proj and up_proj outputs side by side (one GEMM)
-    void *z;                     // [N,F] SwiGLU output
+    void *h_in;       // [N,d] layer input (residual stream)
+    float *rstd1;     // [N]
+    void *xn;         // [N,d] attn_norm output
+    void *proj;       // [N,P] the six projections of xn side by side (proj_cols_of)
+    void *q, *k, *v;  // conv+SiLU outputs (core inputs)
+    void *f;          // [N,Dg]
+    void *u;          // [N,Dv]
+    void *core_saved; // backend-defined
+    void *o;          // [N,Dv] core output
+    float *rstd_o;    // [N*H]
+    void *y;          // [N,Dv] gated norm output
+    void *h_mid;      // [N,d] after the attention residual
+    float *rstd2;     // [N]
+    void *x2;         // [N,d] mlp_norm output
+    void *gu;         // [N,2F] gate_proj and up_proj outputs side by side (one GEMM)
+    void *z;          // [N,F] SwiGLU output
 };
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
     // dgu [N,2F] = (dgate | dup); its gate columns hold dz (the down_proj's input gradient) first:
     // swiglu_bwd turns it into dgate in place
-    void *dgu, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
+    void *dgu, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *tmp;
     void *dproj; // [N,P] the gradient of acts' proj
 };
 
-// The five projections of the attention input xn (q, k, v, f_proj.0, g_proj.0) are one GEMM:
-// their weights follow each other in the parameter buffers (model_params.c), so together they are
-// one [P, d] weight, and their outputs are the columns of one [N, P] activation.
-static int proj_width(const kda_config *c) { return 2 * c->key_dim + c->value_dim + 2 * c->head_v_dim; }
+// The six projections of the attention input xn (q, k, v, f_proj.0, g_proj.0, b_proj) are one
+// GEMM: their weights follow each other in the parameter buffers (model_params.c), so together
+// they are one [P, d] weight, and their outputs are the columns of one [N, P] activation.
+static int proj_width(const kda_config *c) { return 2 * c->key_dim + c->value_dim + 2 * c->head_v_dim + c->num_heads; }
 
 // The columns of a [N, P] projection buffer (rows P = proj_width apart): q, k, v before the conv
-// (Dk, Dk, Dv wide) and the low-rank gate inputs f_low, g_low (r wide each).
+// (Dk, Dk, Dv wide), the low-rank gate inputs f_low, g_low (r wide each) and the beta logits b
+// (H wide; the KDA core reads them in place: kda_core_dims.ldb = P).
 typedef struct {
-    void *q, *k, *v, *f_low, *g_low;
+    void *q, *k, *v, *f_low, *g_low, *b;
 } proj_cols;
 
 static proj_cols proj_cols_of(const kda_model *m, void *proj) {
@@ -55,7 +55,8 @@ static proj_cols proj_cols_of(const kda_model *m, void *proj) {
     size_t e = (size_t)m->ops->act_bytes;
     int Dk = c->key_dim, Dv = c->value_dim, r = c->head_v_dim;
     char *p = proj;
-    return (proj_cols){p, p + e * Dk, p + e * 2 * Dk, p + e * (2 * Dk + Dv), p + e * (2 * Dk + Dv + r)};
+    return (proj_cols){
+        p, p + e * Dk, p + e * 2 * Dk, p + e * (2 * Dk + Dv), p + e * (2 * Dk + Dv + r), p + e * (2 * Dk + Dv + 2 * r)};
 }
 
 // ---- the model's backend buffers: sized in one place ---------------------------------------
@@ -92,7 +93,8 @@ static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B
                        .chunk = c->kda_chunk_size,
                        .scale = (float)(1.0 / sqrt((double)c->head_dim)),
                        .algo = algo,
-                       .lean = (recompute_mask(c) & RC_CORE_PREP) != 0};
+                       .lean = (recompute_mask(c) & RC_CORE_PREP) != 0,
+                       .ldb = proj_width(c)}; // b: columns of the projection buffer
     return d;
 }
 
@@ -195,7 +197,6 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(k, ACTS(z, &mm->acts_layers, N * Dk));
     ACT(v, ACTS(z, &mm->acts_layers, N * Dv));
     ACT(f, ACTS(z, &mm->acts_layers, N * Dg));
-    ACT(b, ACTS(z, &mm->acts_layers, N * H));
     ACT(u, ACTS(z, &mm->acts_layers, N * Dv));
     {
         size_t c0 = mm->acts_layers;
@@ -269,7 +270,6 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     g->dk = ACTS(z, p, N * Dk);
     g->dv = ACTS(z, p, N * Dv);
     g->df = ACTS(z, p, N * Dg);
-    g->db = ACTS(z, p, N * H);
     g->dproj = ACTS(z, p, N * proj_width(c));
     g->tmp = ACTS(z, p, N * d); // the head's input gradient
 }
@@ -413,18 +413,17 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     if (st) cd.algo = T > 1 ? KDA_CHUNKED : KDA_RECURRENT;
 
     o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
-    o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0
+    o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0, b
     proj_cols x = proj_cols_of(m, a->proj);
     conv_silu(m, st ? st->tail[0] : NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
     conv_silu(m, st ? st->tail[1] : NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
     conv_silu(m, st ? st->tail[2] : NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
     o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
-    o->linear_fwd(a->xn, d, WP(p->b_proj), NULL, NULL, a->b, N, d, H);
     o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     if (st)
-        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved, st->S);
+        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved, st->S);
     else
-        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
     o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d); // + the residual
     o->rmsnorm_fwd(a->h_mid, SP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
@@ -465,7 +464,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
         o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     }
     if (rc & RC_CORE) // rewrites o with the same bits
-        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
     if ((rc & RC_GATED_NORM) && !w.y)
         o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
@@ -506,17 +505,15 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
                          c->head_v_dim);
     o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, NULL, GP(p->o_proj), NULL, N, Dv, d, 0);
     o->linear_bwd(x.g_low, P, WP(p->g_proj1), g->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
-    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
-               g->dv, g->df, g->db, GP(p->A_log), GP(p->dt_bias));
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
+               g->dv, g->df, dx.b, GP(p->A_log), GP(p->dt_bias));
     o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->linear_bwd(NULL, d, WP(p->b_proj), g->db, g->dxn, NULL, NULL, N, d, H, 0);
     o->conv_silu_bwd(x.q, P, SP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
     o->conv_silu_bwd(x.k, P, SP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
     o->conv_silu_bwd(x.v, P, SP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
-    // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
-    o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 1);
+    // q, k, v, f_proj.0, g_proj.0, b_proj at once: their gradients are the columns of dproj
+    o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 0);
     o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
-    o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, NULL, GP(p->b_proj), NULL, N, d, H, 0);
     o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
 }
 

@@ -1,7 +1,7 @@
 // model_params.c — the model's parameters (model.h): the table of FLA's names, shapes and order
 // (kda-model.md §5.3) with each tensor's place in the flat fp32 buffers (16-float aligned, in
 // registration order: the embedding, then layer by layer, then the final norm; except that a
-// layer's q_proj, k_proj, v_proj, f_proj.0 and g_proj.0 follow each other unpadded, as one
+// layer's q_proj, k_proj, v_proj, f_proj.0, g_proj.0 and b_proj follow each other unpadded, as one
 // projection weight for model.c, and so do its gate_proj and up_proj), the queries on it
 // (find by name, count, a layer's float range) and the §4 initialisation from a seed.
 // Promises: the layout depends on the config only (checkpoints, the memory plan and data-parallel
@@ -33,12 +33,12 @@ static int add_param(kda_model *m, int cap, const char *name, int ndim, const in
 }
 
 // The parameters of a layer that one GEMM reads as one weight: each group's tensors follow each
-// other unpadded (model.c: the attention input projection; gate and up). Returns the count (<= 5).
+// other unpadded (model.c: the attention input projection; gate and up). Returns the count (<= 6).
 static int weight_group(const kda_layer_params *lp, int first, int *members) {
     if (first == lp->q_proj) {
-        const int g[] = {lp->q_proj, lp->k_proj, lp->v_proj, lp->f_proj0, lp->g_proj0};
+        const int g[] = {lp->q_proj, lp->k_proj, lp->v_proj, lp->f_proj0, lp->g_proj0, lp->b_proj};
         memcpy(members, g, sizeof g);
-        return 5;
+        return 6;
     }
     if (first == lp->gate_proj) {
         members[0] = lp->gate_proj, members[1] = lp->up_proj;
@@ -55,7 +55,7 @@ static void place_params(kda_model *m) {
     size_t off = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (placed[i]) continue;
-        int group[5], n = 0;
+        int group[6], n = 0;
         for (int l = 0; l < m->cfg.num_hidden_layers && !n; l++) n = weight_group(&m->layer[l], i, group);
         if (!n) group[0] = i, n = 1;
         for (int g = 0; g < n; g++)
@@ -70,8 +70,8 @@ static void place_params(kda_model *m) {
 static void mark_small_params(kda_model *m) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         const kda_layer_params *lp = &m->layer[l];
-        const int mine[] = {lp->attn_norm, lp->q_conv, lp->k_conv, lp->v_conv, lp->A_log,
-                            lp->dt_bias,   lp->o_norm, lp->mlp_norm};
+        const int mine[] = {lp->attn_norm, lp->q_conv,  lp->k_conv, lp->v_conv,
+                            lp->A_log,     lp->dt_bias, lp->o_norm, lp->mlp_norm};
         for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) m->params[mine[i]].small = 1;
     }
     m->params[m->final_norm].small = 1;

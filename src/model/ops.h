@@ -102,8 +102,8 @@ typedef struct kda_ops {
     void (*gated_rmsnorm_fwd)(const void *o, const void *u, const float *w, void *y, float *rstd, int rows, int V,
                               float eps);
     // y (may be NULL): the forward's output, the bits gated_rmsnorm_fwd writes
-    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
-                              void *du, float *dw, void *y, int rows, int V);
+    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const float *w, const float *rstd, const void *dy,
+                              void *d_o, void *du, float *dw, void *y, int rows, int V);
 
     // ---- linear ----
     // The input x (and its gradient dx) may be columns of a wider matrix: row n at x + n·ldx
@@ -128,8 +128,8 @@ typedef struct kda_ops {
     void (*kda_fwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
                     const void *b, const float *A_log, const float *dt_bias, void *o, void *saved);
     void (*kda_bwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
-                    const void *b, const float *A_log, const float *dt_bias, const void *saved, const void *d_o, void *dq,
-                    void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
+                    const void *b, const float *A_log, const float *dt_bias, const void *saved, const void *d_o,
+                    void *dq, void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
 
     // ---- generation: forwards that continue from a recurrent state (no backward) ----
     // Short conv over [tail | x] along time: tail [B,W−1,C] (A) holds the W−1 inputs before

@@ -26,12 +26,14 @@ static float *h_cols(const float *w, int rows, int n, int ld, int c0, int *other
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < ld; j++) {
             float v = w[(size_t)r * ld + j];
-            if (j >= c0 && j < c0 + n) x[(size_t)r * n + j - c0] = v;
-            else if (!isnan(v)) *others_nan = 0;
+            if (j >= c0 && j < c0 + n)
+                x[(size_t)r * n + j - c0] = v;
+            else if (!isnan(v))
+                *others_nan = 0;
         }
     return x;
 }
-#define BF_AT(p, i) ((void *)((char *)(p) + (size_t)(i) * 2))
+#define BF_AT(p, i) ((void *)((char *)(p) + (size_t)(i)*2))
 
 // ---- linear ----
 // x (and dx) as the last In columns of [N, ld] rows (ld = In: packed); with_res adds a residual.
@@ -146,7 +148,7 @@ static void test_lm_head(int N, int d, int NV) {
     CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
     for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
     CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
-    {   // the two-pass row kernel (KDA_CE_TWO_PASS=1) and the default (the row kept on chip where it
+    { // the two-pass row kernel (KDA_CE_TWO_PASS=1) and the default (the row kept on chip where it
         // fits): the same loss and gradient bits
         float *dEb_ = d_f32(dE0, (size_t)NV * d);
         void *dxb_ = d_bf_nan((size_t)N * d);
@@ -312,8 +314,7 @@ static void test_swiglu(int N, int F) {
     // with z: the forward's bits, and the gradients unchanged
     CU->swiglu_bwd(gu_, dzw_, (int)ld, dgu_, zb_, N, F);
     float *zb = h_of_bf(zb_, n), *dgu2 = h_of_bf(dgu_, n2);
-    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dgu2, dgu, n2 * 4), "swiglu_bwd %dx%d: its z has swiglu_fwd's bits", N,
-            F);
+    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dgu2, dgu, n2 * 4), "swiglu_bwd %dx%d: its z has swiglu_fwd's bits", N, F);
     { // dz in dgu's gate columns, in place: the same bits
         float *io = pack_gu(dz, g, N, F);
         void *io_ = d_bf(io, n2);
@@ -335,7 +336,8 @@ static void test_swiglu(int N, int F) {
         CU->free(gu1_), CU->free(dz1_), CU->free(z1_), CU->free(dgu1_), CU->free(zb1_), free(z1), free(zb1), free(dgu1);
     }
     CU->free(gu_), CU->free(z_), CU->free(dzw_), CU->free(dgu_), CU->free(zb_);
-    free(g), free(u), free(gu), free(z_ref), free(z), free(dz), free(dzw), free(dgu_ref), free(dgu), free(zb), free(dgu2);
+    free(g), free(u), free(gu), free(z_ref), free(z), free(dz), free(dzw), free(dgu_ref), free(dgu), free(zb),
+        free(dgu2);
 }
 
 // ---- optimizer ----
@@ -485,9 +487,9 @@ int main(int argc, char **argv) {
     T_CHECK(!strcmp(CU->name, "cuda") && CU->act_bytes == 2 && CU->w_bytes == 2, "table: name cuda, bf16 A and W");
     test_linear(300, 256, 192, 1, 256, 0);
     test_linear(257, 96, 40, 0, 96, 0);
-    test_linear(300, 256, 192, 0, 256, 1);  // + a residual (o_proj, down_proj)
-    test_linear(257, 64, 72, 1, 1160, 0);   // x = columns of the projection buffer (g_proj.1)
-    test_linear(130, 64, 40, 0, 77, 1);     // an odd row pitch
+    test_linear(300, 256, 192, 0, 256, 1); // + a residual (o_proj, down_proj)
+    test_linear(257, 64, 72, 1, 1160, 0);  // x = columns of the projection buffer (g_proj.1)
+    test_linear(130, 64, 40, 0, 77, 1);    // an odd row pitch
     test_embed(3000, 256, 50);
     test_embed(700, 100, 5000);
     test_lm_head(300, 64, 1000);
@@ -505,14 +507,14 @@ int main(int argc, char **argv) {
     test_gated_rmsnorm(60, 36);   // not a multiple of 8
     test_conv(3, 100, 96, 4, 96);
     test_conv(2, 150, 300, 3, 300);
-    test_conv(2, 70, 64, 3, 64);   // 16-byte path with the general window
-    test_conv(2, 37, 258, 4, 258); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
-    test_conv(1, 50, 33, 4, 33);   // odd C: element forward and backward
+    test_conv(2, 70, 64, 3, 64);    // 16-byte path with the general window
+    test_conv(2, 37, 258, 4, 258);  // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
+    test_conv(1, 50, 33, 4, 33);    // odd C: element forward and backward
     test_conv(2, 70, 256, 4, 1152); // columns of the projection buffer: 16-byte and pair paths
     test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward
     test_conv(2, 37, 64, 4, 97);    // odd pitch: element forward and backward
-    test_swiglu(97, 1032); // the 16-byte path, and the element-by-element one on the same data
-    test_swiglu(61, 37);   // F % 8 != 0: element by element only
+    test_swiglu(97, 1032);          // the 16-byte path, and the element-by-element one on the same data
+    test_swiglu(61, 37);            // F % 8 != 0: element by element only
     test_optimizer(1000003);
     test_adamw_multi();
     ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);

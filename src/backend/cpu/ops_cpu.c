@@ -248,8 +248,8 @@ static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const float *w
 
 // ---- linear -----------------------------------------------------------------------------
 
-static void cpu_linear_fwd(const void *x, int ldx, const void *W, const void *bias_, const void *res_, void *y_,
-                           int N, int In, int O) {
+static void cpu_linear_fwd(const void *x, int ldx, const void *W, const void *bias_, const void *res_, void *y_, int N,
+                           int In, int O) {
     float *y = y_;
     const float *bias = bias_, *res = res_;
     if (res && res != y) memcpy(y, res, (size_t)N * O * sizeof(float));

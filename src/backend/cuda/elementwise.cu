@@ -92,7 +92,7 @@ void cu_swiglu_bwd(const void *gu, const void *dz, int lddz, void *dgu, void *z,
     size_t n = (size_t)N * F;
     if (!n) return;
     bool vec = F % 8 == 0 && lddz % 8 == 0 && cu_aligned16(gu) && cu_aligned16(dz) && cu_aligned16(dgu) &&
-               (!z || cu_aligned16(z));
+        (!z || cu_aligned16(z));
     swiglu_bwd_kernel<<<ew_blocks(n, vec), 256, 0, cu_stream>>>((const bf16 *)gu, (const bf16 *)dz, lddz, (bf16 *)dgu,
                                                                 (bf16 *)z, n, F, vec);
     CU_LAUNCHED();
