@@ -54,7 +54,7 @@ static double time_ms(bench_fn f, void *ctx) {
 // ---- the shapes and buffers ----
 static int B = 32, T = 2048, N, D = 1024, H = 8, K = 32, V = 64, F = 4096, W = 4, NV = 128256;
 static void *x_, *y_, *dy_, *dx_, *w_, *o_, *u_, *go_, *gdy_, *gdo_, *gdu_, *cx_, *cy_, *cdy_, *cdx_;
-static void *sg_, *su_, *sz_, *sdz_, *sdg_, *sdu_, *cw_, *hid_, *E_, *ce_dx_;
+static void *sgu_, *sz_, *sdz_, *sdgu_, *cw_, *hid_, *E_, *ce_dx_;
 static float *rstd_, *dw_, *grstd_, *gw_f_, *cdw_, *dE_;
 static int32_t *tg_;
 static int conv_c;
@@ -82,9 +82,11 @@ static void f_grms_bwd_y(void *c) {
 }
 static void f_conv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
 static void f_conv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
-static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sg_, su_, sz_, (size_t)N * F); }
-static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, NULL, (size_t)N * F); }
-static void f_swiglu_bwd_z(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, sz_, (size_t)N * F); }
+// gate and up as the halves of one [N, 2F] GEMM output, dz packed [N, F] (the model's dz sits in
+// dgu's gate columns: the same bytes)
+static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sgu_, sz_, N, F); }
+static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sgu_, sdz_, F, sdgu_, NULL, N, F); }
+static void f_swiglu_bwd_z(void *c) { (void)c, CU->swiglu_bwd(sgu_, sdz_, F, sdgu_, sz_, N, F); }
 static void f_sumsq(void *c) { (void)c, CU->sumsq(pg_, P); }
 static void f_nonfinite(void *c) { (void)c, CU->has_nonfinite(pg_, P); }
 static void f_adamw_multi(void *c) {
@@ -209,12 +211,12 @@ int main(int argc, char **argv) {
 
     // SwiGLU [N, 4096]
     size_t sn = (size_t)N * F;
-    sg_ = d_rand_bf(sn, 1), su_ = d_rand_bf(sn, 1), sdz_ = d_rand_bf(sn, 1);
-    sz_ = CU->alloc(sn * 2), sdg_ = CU->alloc(sn * 2), sdu_ = CU->alloc(sn * 2);
+    sgu_ = d_rand_bf(2 * sn, 1), sdz_ = d_rand_bf(sn, 1);
+    sz_ = CU->alloc(sn * 2), sdgu_ = CU->alloc(2 * sn * 2);
     bench("swiglu_fwd [65536x4096]", f_swiglu_fwd, (double)sn * bf * 3, 12);
     bench("swiglu_bwd", f_swiglu_bwd, (double)sn * bf * 5, 12);
     bench("swiglu_bwd + z (recompute fused)", f_swiglu_bwd_z, (double)sn * bf * 6, 12);
-    CU->free(sg_), CU->free(su_), CU->free(sdz_), CU->free(sz_), CU->free(sdg_), CU->free(sdu_);
+    CU->free(sgu_), CU->free(sdz_), CU->free(sz_), CU->free(sdgu_);
 
     // optimizer over ~300M parameters in 507 tensors: the tied embedding, then 506 of equal size
     // (16-float aligned like the model's)

@@ -209,6 +209,36 @@ static void test_rmsnorm(int N, int d) {
     free(x), free(w), free(y_ref), free(r_ref), free(y), free(r), free(g), free(dx0), free(dw0);
 }
 
+// The register kernels of rmsnorm_bwd (d = 256, 512, 1024) against the general 16-byte kernel
+// (KDA_NORM_GENERIC=1) on the same inputs: the same products in the same orders, so equal up to
+// the compiler's choice of fused multiply-adds (printed: whether the bits are equal too).
+static void test_rmsnorm_bwd_kernels_agree(int N, int d) {
+    size_t n = (size_t)N * d;
+    float *x = h_randn_bf(n, 2.0), *w = h_randn(d, 1.0), *g = h_randn_bf(n, 1.0), *r = h_randn(N, 0.2);
+    for (int i = 0; i < N; i++) r[i] = 1.0f + fabsf(r[i]);
+    void *x_ = d_bf(x, n), *g_ = d_bf(g, n), *w_ = d_f32(w, d), *r_ = d_f32(r, N);
+    float *dx[2], *dw[2], *y[2];
+    for (int k = 0; k < 2; k++) {
+        setenv("KDA_NORM_GENERIC", k ? "1" : "0", 1);
+        void *dx_ = d_bf_nan(n), *y_ = d_bf_nan(n);
+        float *dw_ = d_f32_nan(d);
+        CU->zero(dw_, (size_t)d * 4);
+        CU->rmsnorm_bwd(x_, w_, r_, g_, dx_, dw_, y_, N, d, 0);
+        dx[k] = h_of_bf(dx_, n), dw[k] = h_of_f32(dw_, d), y[k] = h_of_bf(y_, n);
+        CU->free(dx_), CU->free(y_), CU->free(dw_);
+    }
+    unsetenv("KDA_NORM_GENERIC");
+    char nm[96];
+    snprintf(nm, sizeof nm, "rmsnorm_bwd %dx%d registers vs generic: dx", N, d);
+    CHECK_REL(nm, dx[0], dx[1], n, 4e-3);
+    CHECK_REL("  dw", dw[0], dw[1], d, 1e-6);
+    T_CHECK(!memcmp(y[0], y[1], n * 4), "  y: the same bits");
+    printf("  (dx %s, dw %s to the bit)\n", memcmp(dx[0], dx[1], n * 4) ? "differs" : "equal",
+           memcmp(dw[0], dw[1], (size_t)d * 4) ? "differs" : "equal");
+    for (int k = 0; k < 2; k++) free(dx[k]), free(dw[k]), free(y[k]);
+    CU->free(x_), CU->free(g_), CU->free(w_), CU->free(r_), free(x), free(w), free(g), free(r);
+}
+
 static void test_gated_rmsnorm(int rows, int V) {
     char nm[96];
     size_t n = (size_t)rows * V;
@@ -498,7 +528,11 @@ int main(int argc, char **argv) {
     test_lm_head(40, 32, 131072); // the most the on-chip kernel keeps (16 groups every thread)
     test_lm_head(20, 16, 131080); // one group more: the two-pass kernel
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
-    test_rmsnorm(333, 1024);
+    test_rmsnorm(333, 1024); // the register kernels (d = 1024, 512, 256)
+    test_rmsnorm(77, 512);
+    test_rmsnorm(2100, 256);
+    test_rmsnorm_bwd_kernels_agree(4099, 1024);
+    test_rmsnorm_bwd_kernels_agree(301, 256);
     test_rmsnorm(100, 200);
     test_rmsnorm(50, 100); // not a multiple of 8: the element-by-element kernels
     test_gated_rmsnorm(500, 64);
