@@ -7,6 +7,7 @@
 
 #include "base/common.h"
 #include "model/ops.h"
+#include "conv_one.h"
 #include "test_util.h"
 
 static kda_rng R;
@@ -295,13 +296,13 @@ static void test_strided_inputs(void) {
     size_t n = (size_t)B * T * C;
     float *cx = randf(n, 1), *cw = randf(C * Wc, 0.5), *cxw = widen(cx, B * T, C, cl, cc);
     float *cy0 = nanf_buf(n), *cy1 = nanf_buf(n);
-    O->conv_silu_fwd(cx, C, cw, cy0, B, T, C, Wc);
-    O->conv_silu_fwd(cxw + cc, cl, cw, cy1, B, T, C, Wc);
+    conv_fwd1(O, cx, C, cw, cy0, B, T, C, Wc);
+    conv_fwd1(O, cxw + cc, cl, cw, cy1, B, T, C, Wc);
     T_REL("conv fwd: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
     float *cdy = randf(n, 1), *cdx0 = nanf_buf(n), *cdxw = widen(NULL, B * T, C, cl, cc);
     float *cdw0 = zeros(C * Wc), *cdw1 = zeros(C * Wc);
-    O->conv_silu_bwd(cx, C, cw, cdy, cdx0, cdw0, B, T, C, Wc);
-    O->conv_silu_bwd(cxw + cc, cl, cw, cdy, cdxw + cc, cdw1, B, T, C, Wc);
+    conv_bwd1(O, cx, C, cw, cdy, cdx0, cdw0, B, T, C, Wc);
+    conv_bwd1(O, cxw + cc, cl, cw, cdy, cdxw + cc, cdw1, B, T, C, Wc);
     T_REL("conv bwd: strided dx", cols_diff(cdxw, cdx0, B * T, C, cl, cc, &ok), 1e-6);
     T_CHECK(ok, "conv bwd: nothing written outside dx's columns");
     T_REL("conv bwd: dw from strided x", cols_diff(cdw1, cdw0, C, Wc, Wc, 0, &ok), 1e-6);
@@ -315,16 +316,49 @@ static void test_strided_inputs(void) {
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
 }
 
+// Two channel groups in one call (ops.h kda_conv_group) against one call a group on the same
+// columns: the same outputs, dx only in the groups' columns.
+static void test_conv_groups(void) {
+    int B = 2, T = 7, W = 4, ld = 13, C[2] = {3, 5}, col[2] = {1, 6};
+    size_t nw = (size_t)B * T * ld;
+    float *x = randf(nw, 1), *dxa = nanf_buf(nw), *dxb = nanf_buf(nw);
+    kda_conv_group ga[2];
+    float *ya[2], *yb[2], *w[2], *dy[2], *dwa[2], *dwb[2];
+    for (int i = 0; i < 2; i++) {
+        size_t n = (size_t)B * T * C[i];
+        w[i] = randf((size_t)C[i] * W, 0.5), dy[i] = randf(n, 1), ya[i] = nanf_buf(n), yb[i] = nanf_buf(n);
+        dwa[i] = zeros((size_t)C[i] * W), dwb[i] = zeros((size_t)C[i] * W);
+        ga[i] = (kda_conv_group){col[i], C[i], w[i], ya[i], dy[i], dwa[i]};
+    }
+    O->conv_silu_fwd(x, ld, ga, 2, B, T, W);
+    O->conv_silu_bwd(x, ld, dxa, ga, 2, B, T, W);
+    for (int i = 0; i < 2; i++) {
+        conv_fwd1(O, x + col[i], ld, w[i], yb[i], B, T, C[i], W);
+        conv_bwd1(O, x + col[i], ld, w[i], dy[i], dxb + col[i], dwb[i], B, T, C[i], W);
+    }
+    int same = !memcmp(dxa, dxb, nw * sizeof(float)), outside = 1;
+    for (int i = 0; i < 2; i++)
+        same &= !memcmp(ya[i], yb[i], (size_t)B * T * C[i] * sizeof(float)) &&
+                !memcmp(dwa[i], dwb[i], (size_t)C[i] * W * sizeof(float));
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int j = 0; j < ld; j++)
+            if (j < col[0] || (j >= col[0] + C[0] && j < col[1]) || j >= col[1] + C[1]) outside &= isnan(dxa[r * ld + j]);
+    T_CHECK(same, "conv: two channel groups in one call give a call a group's outputs");
+    T_CHECK(outside, "conv: dx written only in the groups' columns");
+    for (int i = 0; i < 2; i++) free(w[i]), free(dy[i]), free(ya[i]), free(yb[i]), free(dwa[i]), free(dwb[i]);
+    free(x), free(dxa), free(dxb);
+}
+
 static void test_conv(void) {
     int B = 2, T = 9, C = 5, W = 4, dm[] = {B, T, C, W};
     size_t n = (size_t)B * T * C;
     float *x = randf(n, 1), *w = randf(C * W, 0.5), *y = nanf_buf(n);
-    O->conv_silu_fwd(x, C, w, y, B, T, C, W);
+    conv_fwd1(O, x, C, w, y, B, T, C, W);
     double *in[] = {to_d(x, n), to_d(w, C * W)}, *ref = kda_malloc(n * sizeof(double));
     ref_conv(in, ref, dm);
     T_REL("short conv + SiLU fwd", rel_d(y, ref, n), 1e-6);
     float *dy = randf(n, 1), *dx = nanf_buf(n), *dw = zeros(C * W);
-    O->conv_silu_bwd(x, C, w, dy, dx, dw, B, T, C, W);
+    conv_bwd1(O, x, C, w, dy, dx, dw, B, T, C, W);
     size_t sz[] = {n, (size_t)C * W};
     double *dyd = to_d(dy, n);
     double *g0 = fd_grad(ref_conv, in, 0, sz, n, dyd, dm), *g1 = fd_grad(ref_conv, in, 1, sz, n, dyd, dm);
@@ -487,6 +521,7 @@ int main(void) {
     test_linear();
     test_conv();
     test_strided_inputs();
+    test_conv_groups();
     test_swiglu();
     test_embed_ce();
     test_optim_ops();

@@ -387,15 +387,34 @@ typedef struct {
     float *S;
 } layer_state;
 
-// conv + SiLU of one channel group (columns of the projection buffer, rows P apart),
-// continuing from tail when there is one.
-static void conv_silu(const kda_model *m, void *tail, const void *x, const float *w, void *y, int B, int T, int C,
-                      int W) {
-    int P = proj_width(&m->cfg);
-    if (tail)
-        m->ops->conv_silu_step(tail, x, P, w, y, B, T, C, W);
-    else
-        m->ops->conv_silu_fwd(x, P, w, y, B, T, C, W);
+// The short conv's channel groups q, k, v of layer l: columns 0, Dk, 2Dk of the projection
+// buffer; outputs a->q, a->k, a->v; with dq, dk, dv (the backward) their gradients and the
+// weights' gradients.
+static void conv_groups(const kda_model *m, int l, void *dq, void *dk, void *dv, kda_conv_group g[3]) {
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    const kda_layer_acts *a = &m->acts[l];
+    int Dk = c->key_dim, Dv = c->value_dim;
+    g[0] = (kda_conv_group){0, Dk, SP(p->q_conv), a->q, dq, dq ? GP(p->q_conv) : NULL};
+    g[1] = (kda_conv_group){Dk, Dk, SP(p->k_conv), a->k, dk, dk ? GP(p->k_conv) : NULL};
+    g[2] = (kda_conv_group){2 * Dk, Dv, SP(p->v_conv), a->v, dv, dv ? GP(p->v_conv) : NULL};
+}
+
+// conv + SiLU of q, k, v from the projection buffer (rows P apart): in training one call for the
+// three; in decoding each group continues from its tail.
+static void conv_silu_qkv(const kda_model *m, int l, const layer_state *st, int B, int T) {
+    const kda_config *c = &m->cfg;
+    int P = proj_width(c), W = c->conv_size;
+    kda_conv_group g[3];
+    conv_groups(m, l, NULL, NULL, NULL, g);
+    const char *x = m->acts[l].proj;
+    if (!st) {
+        m->ops->conv_silu_fwd(x, P, g, 3, B, T, W);
+        return;
+    }
+    for (int i = 0; i < 3; i++)
+        m->ops->conv_silu_step(st->tail[i], x + (size_t)g[i].col * m->ops->act_bytes, P, g[i].w, g[i].y, B, T, g[i].C,
+                               W);
 }
 
 // Input is m->acts[l].h_in (written by the previous layer or the embedding). With st (decoding)
@@ -406,8 +425,8 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
-    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dv = c->value_dim;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, P = proj_width(c);
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     if (st) cd.algo = T > 1 ? KDA_CHUNKED : KDA_RECURRENT;
@@ -415,9 +434,7 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0, b
     proj_cols x = proj_cols_of(m, a->proj);
-    conv_silu(m, st ? st->tail[0] : NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[1] : NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[2] : NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
+    conv_silu_qkv(m, l, st, B, T);
     o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
     o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     if (st)
@@ -445,7 +462,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, W = c->conv_size;
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dv = c->value_dim;
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     // in the forward's order: each module's inputs are saved or rewritten above it
@@ -454,11 +471,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     if ((rc & RC_LAYERNORM) && !w.xn) o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
     proj_cols x = proj_cols_of(m, a->proj);
-    if (rc & RC_CONV) {
-        conv_silu(m, NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
-        conv_silu(m, NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
-        conv_silu(m, NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
-    }
+    if (rc & RC_CONV) conv_silu_qkv(m, l, NULL, B, T);
     if (rc & RC_GATES) {
         o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
         o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
@@ -477,7 +490,7 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dv = c->value_dim;
     int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
     kda_core_dims cd = core_dims(m, B, T);
     recompute_for_bwd(m, l, B, T);
@@ -508,9 +521,9 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->kda_bwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
                g->dv, g->df, dx.b, GP(p->A_log), GP(p->dt_bias));
     o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->conv_silu_bwd(x.q, P, SP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.k, P, SP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.v, P, SP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
+    kda_conv_group cg[3];
+    conv_groups(m, l, g->dq, g->dk, g->dv, cg);
+    o->conv_silu_bwd(a->proj, P, m->gs->dproj, cg, 3, B, T, W);
     // q, k, v, f_proj.0, g_proj.0, b_proj at once: their gradients are the columns of dproj
     o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 0);
     o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);

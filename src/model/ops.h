@@ -37,7 +37,8 @@ typedef struct {
 // backend's scratch plan (scratch_bytes below; mem_plan.h). With N = B·T and H = core.H, a step
 // calls: lm_head_ce (N, d, NV), embed_bwd (N, d), linear_bwd (N rows; the one with a bias,
 // g_proj.1, of width Dv), rmsnorm_bwd (N, d), gated_rmsnorm_bwd (N·H rows of core.V),
-// conv_silu_bwd (B, T, Dk or Dv channels, W), kda_fwd and kda_bwd (core), and sumsq, adamw_multi.
+// conv_silu_bwd (B, T, the groups Dk, Dk, Dv in one call, W), kda_fwd and kda_bwd (core), and sumsq,
+// adamw_multi.
 typedef struct {
     int B, T;           // micro-batch: N = B*T tokens
     int d, NV, F, W;    // hidden size, vocabulary, intermediate size, conv width
@@ -50,6 +51,18 @@ typedef struct {
     size_t offset, n; // in elements
     float wd;         // weight decay
 } kda_adamw_seg;
+
+// One channel group of a short-conv call: columns [col, col + C) of the input x (and of its
+// gradient dx), weights w [C, W] (S); forward output y [B,T,C] packed; backward: the output's
+// gradient dy [B,T,C] packed, dw [C, W] accumulated (+=). The model's call has three: q, k, v.
+enum { KDA_CONV_MAX_GROUPS = 4 };
+typedef struct {
+    int col, C;
+    const float *w;
+    void *y;        // forward
+    const void *dy; // backward
+    float *dw;      // backward
+} kda_conv_group;
 
 typedef struct kda_ops {
     const char *name; // "cpu" | "cuda"
@@ -117,11 +130,12 @@ typedef struct kda_ops {
                        int In, int O, int accumulate);
 
     // ---- short conv ----
-    // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; y [B,T,C] packed, w [C,W]; x
-    // (and dx) [B,T,C] with rows ldx elements apart (ldx >= C: columns of a wider matrix)
-    void (*conv_silu_fwd)(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
-    void (*conv_silu_bwd)(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T,
-                          int C, int W);
+    // Per group (kda_conv_group, 1..KDA_CONV_MAX_GROUPS, columns not overlapping): y[b,t,c] =
+    // silu(Σ_j w[c,j]·x[b,t−W+1+j,col+c]), zero history; x and dx have rows ldx elements apart
+    // (columns of a wider matrix). One call for all groups: one pass over the input's columns.
+    void (*conv_silu_fwd)(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W);
+    // dx written in the groups' columns only; each group's dw +=
+    void (*conv_silu_bwd)(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W);
 
     // ---- KDA core (see kda_core.h for the math and layouts; 'saved' is backend memory) ----
     size_t (*kda_saved_bytes)(const kda_core_dims *dims);

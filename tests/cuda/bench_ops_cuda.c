@@ -9,6 +9,7 @@
 // A table last (one line per op: name, ms, GB/s, % of copy, calls per step, ms per step).
 //   bench_ops_cuda [tokens]     (default 65536; a multiple of 2048)
 #include "cuda/cuda_test_util.h"
+#include "conv_one.h"
 
 #include <cuda_runtime_api.h>
 
@@ -80,8 +81,13 @@ static void f_grms_bwd(void *c) {
 static void f_grms_bwd_y(void *c) {
     (void)c, CU->gated_rmsnorm_bwd(o_, u_, w_, grstd_, gdy_, gdo_, gdu_, gw_f_, go_, N * H, V);
 }
-static void f_conv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
-static void f_conv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
+static void f_conv_fwd(void *c) { (void)c, conv_fwd1(CU, cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
+static void f_conv_bwd(void *c) { (void)c, conv_bwd1(CU, cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
+// q, k, v in one call, as the model makes it: columns of the [N, P] projection buffer
+static kda_conv_group qkv_[3];
+static int qkv_ld;
+static void f_conv_qkv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, qkv_ld, qkv_, 3, B, T, W); }
+static void f_conv_qkv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, qkv_ld, cdx_, qkv_, 3, B, T, W); }
 // gate and up as the halves of one [N, 2F] GEMM output, dz packed [N, F] (the model's dz sits in
 // dgu's gate columns: the same bytes)
 static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sgu_, sz_, N, F); }
@@ -201,11 +207,28 @@ int main(int argc, char **argv) {
         cy_ = CU->alloc((size_t)N * conv_c * 2), cdx_ = CU->alloc((size_t)N * conv_c * 2);
         cdw_ = CU->alloc((size_t)conv_c * W * 4);
         CU->zero(cdw_, (size_t)conv_c * W * 4);
-        bench(pass ? "conv_silu_fwd [65536x512] (v)" : "conv_silu_fwd [65536x256] (q, k)", f_conv_fwd,
-              n * bf * 2 + conv_c * W * f4, pass ? 12 : 24);
-        bench(pass ? "conv_silu_bwd [65536x512] (v)" : "conv_silu_bwd [65536x256] (q, k)", f_conv_bwd,
-              n * bf * 3 + conv_c * W * f4 + 2.0 * conv_c * W * f4, pass ? 12 : 24);
+        bench(pass ? "conv_silu_fwd [65536x512] (v alone)" : "conv_silu_fwd [65536x256] (q or k alone)", f_conv_fwd,
+              n * bf * 2 + conv_c * W * f4, 0);
+        bench(pass ? "conv_silu_bwd [65536x512] (v alone)" : "conv_silu_bwd [65536x256] (q or k alone)", f_conv_bwd,
+              n * bf * 3 + conv_c * W * f4 + 2.0 * conv_c * W * f4, 0);
         CU->free(cx_), CU->free(cdy_), CU->free(cw_), CU->free(cy_), CU->free(cdx_), CU->free(cdw_);
+    }
+    { // the model's call: q, k, v (256, 256, 512 channels) from a [N, 1160] projection buffer
+        int Cs[3] = {H * K, H * K, H * V}, Ct = Cs[0] + Cs[1] + Cs[2];
+        qkv_ld = Ct + 2 * 64 + H; // + f_proj.0, g_proj.0, b_proj
+        double n = (double)N * Ct;
+        cx_ = d_rand_bf((size_t)N * qkv_ld, 1), cdx_ = CU->alloc((size_t)N * qkv_ld * 2);
+        for (int i = 0, col = 0; i < 3; col += Cs[i], i++) {
+            void *w = d_rand_f32((size_t)Cs[i] * W, 0.5, 0), *dw = CU->alloc((size_t)Cs[i] * W * 4);
+            CU->zero(dw, (size_t)Cs[i] * W * 4);
+            qkv_[i] = (kda_conv_group){col, Cs[i], w, CU->alloc((size_t)N * Cs[i] * 2),
+                                       d_rand_bf((size_t)N * Cs[i], 1), dw};
+        }
+        bench("conv_silu_fwd q,k,v one call [65536x1024]", f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, 12);
+        bench("conv_silu_bwd q,k,v one call", f_conv_qkv_bwd, n * bf * 3 + 3.0 * Ct * W * f4, 12);
+        for (int i = 0; i < 3; i++)
+            CU->free((void *)qkv_[i].w), CU->free(qkv_[i].y), CU->free((void *)qkv_[i].dy), CU->free(qkv_[i].dw);
+        CU->free(cx_), CU->free(cdx_);
     }
     CU->free(x_), CU->free(dy_), CU->free(w_), CU->free(y_), CU->free(dx_), CU->free(rstd_), CU->free(dw_);
 

@@ -16,6 +16,7 @@
 //      (bf16 noise is ~1e-2 of it), and the GPU decoder agrees with the GPU's own full-sequence forward
 //      (recurrent kernel vs chunked kernels: 3e-2).
 // Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
+#include "conv_one.h"
 #include "cuda/kda_inputs.h"
 #include "infer/generate.h"
 #include "model/model.h"
@@ -39,7 +40,7 @@ static void test_conv_step(int B, int T, int C, int W) {
     CU->zero(t_, (size_t)B * P * C * 2);
     void *y2_ = d_bf_nan((size_t)B * T * C), *y3_ = d_bf_nan((size_t)B * T * C);
     CU->conv_silu_step(t_, x_, C, w_, y2_, B, T, C, W);
-    CU->conv_silu_fwd(x_, C, w_, y3_, B, T, C, W);
+    conv_fwd1(CU, x_, C, w_, y3_, B, T, C, W);
     float *y2 = h_of_bf(y2_, (size_t)B * T * C), *y3 = h_of_bf(y3_, (size_t)B * T * C);
     T_CHECK(n_nonfinite(y2, (size_t)B * T * C) == 0 && !memcmp(y2, y3, (size_t)B * T * C * 4),
             "conv_silu_step from a zero tail == conv_silu_fwd (T=%d)", T);

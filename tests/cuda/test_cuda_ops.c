@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cuda/cuda_test_util.h"
+#include "conv_one.h"
 #include "test_die.h"
 
 // ---- inputs as columns of a wider matrix (ops.h ldx) ----
@@ -283,18 +284,18 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     size_t n = (size_t)B * T * C, nw = (size_t)B * T * ld;
     float *x = h_randn_bf(n, 1.0), *w = h_randn((size_t)C * W, 0.5) /* fp32: ops.h role S */, *y_ref = h_randn(n, 1);
     float *xw = h_widen(x, B * T, C, ld, c0, NAN);
-    CPU->conv_silu_fwd(x, C, w, y_ref, B, T, C, W);
+    conv_fwd1(CPU, x, C, w, y_ref, B, T, C, W);
     void *xw_ = d_bf(xw, nw), *x_ = BF_AT(xw_, c0), *w_ = d_f32(w, (size_t)C * W), *y_ = d_bf_nan(n);
-    CU->conv_silu_fwd(x_, ld, w_, y_, B, T, C, W);
+    conv_fwd1(CU, x_, ld, w_, y_, B, T, C, W);
     float *y = h_of_bf(y_, n);
     snprintf(nm, sizeof nm, "conv_silu_fwd B=%d T=%d C=%d W=%d ldx=%d", B, T, C, W, ld);
     CHECK_REL(nm, y, y_ref, n, 5e-3);
     float *g = h_randn_bf(n, 1.0), *dx_ref = h_randn(n, 1), *dw0 = h_randn((size_t)C * W, 1.0);
     float *dw_ref = h_copy(dw0, (size_t)C * W);
-    CPU->conv_silu_bwd(x, C, w, g, dx_ref, dw_ref, B, T, C, W);
+    conv_bwd1(CPU, x, C, w, g, dx_ref, dw_ref, B, T, C, W);
     void *g_ = d_bf(g, n), *dxw_ = d_bf_nan(nw);
     float *dw_ = d_f32(dw0, (size_t)C * W);
-    CU->conv_silu_bwd(x_, ld, w_, g_, BF_AT(dxw_, c0), dw_, B, T, C, W);
+    conv_bwd1(CU, x_, ld, w_, g_, BF_AT(dxw_, c0), dw_, B, T, C, W);
     float *dxw = h_of_bf(dxw_, nw), *dx = h_cols(dxw, B * T, C, ld, c0, &ok), *dw = h_of_f32(dw_, (size_t)C * W);
     CHECK_REL("conv_silu_bwd dx", dx, dx_ref, n, 1e-2);
     T_CHECK(ok, "conv_silu_bwd (ldx=%d): nothing written outside dx's columns", ld);
@@ -302,7 +303,7 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     // again from the same dw: the same bits (fixed-order dw partials)
     float *dw2_ = d_f32(dw0, (size_t)C * W);
     void *dx2_ = d_bf_nan(nw);
-    CU->conv_silu_bwd(x_, ld, w_, g_, BF_AT(dx2_, c0), dw2_, B, T, C, W);
+    conv_bwd1(CU, x_, ld, w_, g_, BF_AT(dx2_, c0), dw2_, B, T, C, W);
     float *dx2 = h_of_bf(dx2_, nw), *dw2 = h_of_f32(dw2_, (size_t)C * W);
     T_CHECK(!memcmp(dx2, dxw, nw * 4) && !memcmp(dw2, dw, (size_t)C * W * 4),
             "conv_silu_bwd C=%d W=%d: bitwise repeatable", C, W);
@@ -310,6 +311,49 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     CU->free(xw_), CU->free(w_), CU->free(y_), CU->free(g_), CU->free(dxw_), CU->free(dw_);
     free(x), free(xw), free(w), free(y_ref), free(y), free(g), free(dx_ref), free(dw0), free(dw_ref), free(dxw);
     free(dx), free(dw);
+}
+
+// Three channel groups in one call (the model's q, k, v: columns c[0..2] of an input of pitch ld,
+// widths C[0..2]) against one call a group: the same bits (forward y, backward dx and dw), and
+// nothing written outside the groups' columns of dx.
+static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
+    int col[3] = {0, C[0], C[0] + C[1]}, ok = 1;
+    size_t nw = (size_t)B * T * ld;
+    float *xw = h_randn_bf(nw, 1.0);
+    void *x_ = d_bf(xw, nw), *dxa_ = d_bf_nan(nw), *dxb_ = d_bf_nan(nw);
+    kda_conv_group ga[3], gb[3];
+    void *w_[3], *ya_[3], *yb_[3], *dy_[3];
+    float *dwa_[3], *dwb_[3];
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)B * T * C[i];
+        float *w = h_randn((size_t)C[i] * W, 0.5), *dy = h_randn_bf(n, 1.0), *dw0 = h_randn((size_t)C[i] * W, 1.0);
+        w_[i] = d_f32(w, (size_t)C[i] * W), dy_[i] = d_bf(dy, n), ya_[i] = d_bf_nan(n), yb_[i] = d_bf_nan(n);
+        dwa_[i] = d_f32(dw0, (size_t)C[i] * W), dwb_[i] = d_f32(dw0, (size_t)C[i] * W);
+        ga[i] = (kda_conv_group){col[i], C[i], w_[i], ya_[i], dy_[i], dwa_[i]};
+        gb[i] = (kda_conv_group){col[i], C[i], w_[i], yb_[i], dy_[i], dwb_[i]};
+        free(w), free(dy), free(dw0);
+    }
+    CU->conv_silu_fwd(x_, ld, ga, 3, B, T, W);
+    CU->conv_silu_bwd(x_, ld, dxa_, ga, 3, B, T, W);
+    for (int i = 0; i < 3; i++) {
+        CU->conv_silu_fwd(x_, ld, &gb[i], 1, B, T, W);
+        CU->conv_silu_bwd(x_, ld, dxb_, &gb[i], 1, B, T, W);
+    }
+    float *dxa = h_of_bf(dxa_, nw), *dxb = h_of_bf(dxb_, nw);
+    int same = !memcmp(dxa, dxb, nw * 4), end = col[2] + C[2];
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int j = end; j < ld; j++) ok &= isnan(dxa[r * ld + j]);
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)B * T * C[i];
+        float *ya = h_of_bf(ya_[i], n), *yb = h_of_bf(yb_[i], n);
+        float *dwa = h_of_f32(dwa_[i], (size_t)C[i] * W), *dwb = h_of_f32(dwb_[i], (size_t)C[i] * W);
+        same &= !memcmp(ya, yb, n * 4) && !memcmp(dwa, dwb, (size_t)C[i] * W * 4);
+        free(ya), free(yb), free(dwa), free(dwb);
+        CU->free(w_[i]), CU->free(ya_[i]), CU->free(yb_[i]), CU->free(dy_[i]), CU->free(dwa_[i]), CU->free(dwb_[i]);
+    }
+    T_CHECK(same, "conv groups %d,%d,%d (ldx=%d, W=%d) in one call: a call a group's bits", C[0], C[1], C[2], ld, W);
+    T_CHECK(ok, "conv groups in one call: nothing written outside the groups' columns of dx");
+    CU->free(x_), CU->free(dxa_), CU->free(dxb_), free(xw), free(dxa), free(dxb);
 }
 
 // ---- SwiGLU ----
@@ -547,6 +591,10 @@ int main(int argc, char **argv) {
     test_conv(2, 70, 256, 4, 1152); // columns of the projection buffer: 16-byte and pair paths
     test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward
     test_conv(2, 37, 64, 4, 97);    // odd pitch: element forward and backward
+    test_conv_groups(2, 70, (const int[]){256, 256, 512}, 4, 1160); // the 300M model's q, k, v columns
+    test_conv_groups(2, 37, (const int[]){24, 40, 16}, 4, 88);       // 16-byte forward, pair backward
+    test_conv_groups(1, 50, (const int[]){6, 10, 4}, 4, 26);         // element forward, pair backward
+    test_conv_groups(1, 40, (const int[]){16, 8, 24}, 3, 50);        // the general window
     test_swiglu(97, 1032);          // the 16-byte path, and the element-by-element one on the same data
     test_swiglu(61, 37);            // F % 8 != 0: element by element only
     test_optimizer(1000003);

@@ -284,7 +284,7 @@ static void cpu_linear_bwd(const void *x, int ldx, const void *W, const void *dy
 
 // ---- short conv + SiLU -------------------------------------------------------------------
 
-static void cpu_conv_silu_fwd(const void *x_, int ldx, const float *w, void *y_, int B, int T, int C, int W) {
+static void conv_silu_fwd1(const void *x_, int ldx, const float *w, void *y_, int B, int T, int C, int W) {
     const float *x = x_;
     float *y = y_;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -301,6 +301,11 @@ static void cpu_conv_silu_fwd(const void *x_, int ldx, const float *w, void *y_,
                 yr[c] = acc * sigmoidf(acc);
             }
         }
+}
+
+static void cpu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W) {
+    for (int i = 0; i < ng; i++)
+        conv_silu_fwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].y, B, T, g[i].C, W);
 }
 
 static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float *w, void *y_, int B, int T, int C,
@@ -332,8 +337,8 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float
     }
 }
 
-static void cpu_conv_silu_bwd(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
-                              int T, int C, int W) {
+static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
+                           int T, int C, int W) {
     const float *x = x_, *dy = dy_;
     float *dx = dx_;
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
@@ -362,6 +367,12 @@ static void cpu_conv_silu_bwd(const void *x_, int ldx, const float *w, const voi
         }
         for (int j = 0; j < W; j++) dw[c * W + j] += (float)dwc[j];
     }
+}
+
+static void cpu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W) {
+    for (int i = 0; i < ng; i++)
+        conv_silu_bwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].dy, (float *)dx + g[i].col, g[i].dw, B, T, g[i].C,
+                       W);
 }
 
 // ---- KDA core -----------------------------------------------------------------------------

@@ -193,9 +193,8 @@ void cu_gated_rmsnorm_fwd(const void *o, const void *u, const float *w, void *y,
                           float eps);
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, void *y, int rows, int V);
-void cu_conv_silu_fwd(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
-void cu_conv_silu_bwd(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T, int C,
-                      int W);
+void cu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W);
+void cu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W);
 size_t cu_kda_saved_bytes(const kda_core_dims *d);
 size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d);
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,

@@ -146,8 +146,7 @@ static void cu_scratch_bytes(const kda_step_shape *s, size_t *held, size_t *tran
         cu_linear_bwd_scratch_bytes(N, s->Dv), // g_proj.1, the one linear with a bias
         cu_rmsnorm_bwd_scratch_bytes(N, s->d),
         cu_gated_rmsnorm_bwd_scratch_bytes(N * s->core.H, s->core.V),
-        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dk, s->W),
-        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dv, s->W),
+        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, 2 * s->Dk + s->Dv, s->W), // q, k, v in one call
         cu_kda_fwd_scratch_bytes(&s->core),
         cu_kda_bwd_scratch_bytes(&s->core),
         cu_sumsq_scratch_bytes(),
