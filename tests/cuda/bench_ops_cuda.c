@@ -186,6 +186,10 @@ int main(int argc, char **argv) {
     bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * f4 + N * f4, 25);
     bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 25);
     bench("rmsnorm_bwd + y (recompute fused)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 25);
+    setenv("KDA_NORM_GENERIC", "1", 1); // the general 16-byte kernel, for comparison
+    bench("rmsnorm_bwd (general kernel)", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 0);
+    bench("rmsnorm_bwd + y (general kernel)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 0);
+    unsetenv("KDA_NORM_GENERIC");
     size_t gr = (size_t)N * H;
     double gn = (double)gr * V;
     o_ = d_rand_bf(gr * V, 1), u_ = d_rand_bf(gr * V, 1), gdy_ = d_rand_bf(gr * V, 1);
