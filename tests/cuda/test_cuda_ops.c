@@ -149,18 +149,33 @@ static void test_lm_head(int N, int d, int NV) {
     CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
     for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
     CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
-    { // the two-pass row kernel (KDA_CE_TWO_PASS=1) and the default (the row kept on chip where it
-        // fits): the same loss and gradient bits
-        float *dEb_ = d_f32(dE0, (size_t)NV * d);
-        void *dxb_ = d_bf_nan((size_t)N * d);
-        setenv("KDA_CE_TWO_PASS", "1", 1);
-        double lb = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
-        unsetenv("KDA_CE_TWO_PASS");
-        float *dxb = h_of_bf(dxb_, (size_t)N * d), *dEb = h_of_f32(dEb_, (size_t)NV * d);
-        for (size_t i = 0; i < (size_t)NV * d; i++) dEb[i] -= dE0[i];
-        T_CHECK(lb == loss && !memcmp(dxb, dx, (size_t)N * d * 4) && !memcmp(dEb, dE, (size_t)NV * d * 4),
-                "lm_head_ce N=%d NV=%d: the two-pass row kernel gives the same loss, dx and dE bits", N, NV);
-        CU->free(dEb_), CU->free(dxb_), free(dxb), free(dEb);
+    { // the row kernels: the default (on Hopper a cluster of two blocks a row), the on-chip one
+        // (KDA_CE_CLUSTER=0) and the two-pass one (KDA_CE_TWO_PASS=1). The last two sum in the same
+        // order: the same bits; the default again: its own bits (deterministic); the default
+        // against the on-chip kernel: within rounding (another order of summation)
+        const char *var[3] = {NULL, "KDA_CE_CLUSTER", "KDA_CE_TWO_PASS"}, *val[3] = {NULL, "0", "1"};
+        double lk[3];
+        float *dxk[3], *dEk[3];
+        for (int k = 0; k < 3; k++) {
+            float *dEb_ = d_f32(dE0, (size_t)NV * d);
+            void *dxb_ = d_bf_nan((size_t)N * d);
+            if (var[k]) setenv(var[k], val[k], 1);
+            lk[k] = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
+            if (var[k]) unsetenv(var[k]);
+            dxk[k] = h_of_bf(dxb_, (size_t)N * d), dEk[k] = h_of_f32(dEb_, (size_t)NV * d);
+            for (size_t e = 0; e < (size_t)NV * d; e++) dEk[k][e] -= dE0[e];
+            CU->free(dEb_), CU->free(dxb_);
+        }
+        T_CHECK(lk[1] == lk[2] && !memcmp(dxk[1], dxk[2], (size_t)N * d * 4) &&
+                    !memcmp(dEk[1], dEk[2], (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the on-chip and two-pass row kernels give the same loss, dx and dE bits", N,
+                NV);
+        T_CHECK(lk[0] == loss && !memcmp(dxk[0], dx, (size_t)N * d * 4) && !memcmp(dEk[0], dE, (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the default row kernel twice: the same loss, dx and dE bits", N, NV);
+        T_REL("  default vs on-chip row kernel: loss", fabs(lk[0] - lk[1]) / fabs(lk[1]), 1e-6);
+        CHECK_REL("  default vs on-chip row kernel: dx", dxk[0], dxk[1], (size_t)N * d, 2e-3);
+        CHECK_REL("  default vs on-chip row kernel: dE", dEk[0], dEk[1], (size_t)NV * d, 2e-3);
+        for (int k = 0; k < 3; k++) free(dxk[k]), free(dEk[k]);
     }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
@@ -569,8 +584,9 @@ int main(int argc, char **argv) {
     test_lm_head(300, 64, 1000);
     test_lm_head(777, 48, 50257);
     test_lm_head(70, 32, 128256); // the real vocabulary: rows kept on chip, 15 or 16 groups a thread
-    test_lm_head(40, 32, 131072); // the most the on-chip kernel keeps (16 groups every thread)
+    test_lm_head(40, 32, 131072); // the most the on-chip and cluster kernels keep (16 groups every thread)
     test_lm_head(20, 16, 131080); // one group more: the two-pass kernel
+    test_lm_head(33, 16, 50264);  // the cluster kernel's halves of unequal use (NV/8 odd: 6283 groups)
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
     test_rmsnorm(333, 1024); // the register kernels (d = 1024, 512, 256)
     test_rmsnorm(77, 512);
