@@ -137,9 +137,9 @@ z2)
         bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
     rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
     lap "loss parity vs the recorded FLA run"
-    for k in kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    for k in kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
-    timeout 40 $N/bench_ops_cuda | grep -E "copy|rmsnorm_bwd|conv|swiglu"
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm_bwd|conv|swiglu|lm_head"
     lap "op benchmarks"
     ;;
 z)
@@ -160,6 +160,7 @@ z)
     timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm|conv|swiglu|summary|total"
     lap "op benchmarks"
     for k in kda_base kda; do
+        [ -x $N/$k ] || continue
         echo "== 1B 16x2048, selective (the config's), $k"
         timeout 120 $N/$k bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
             --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|memory"

@@ -439,6 +439,7 @@ static void test_strided_b(kda_core_algo algo) {
     kda_core_bwd(&ds, ins.q, ins.k, ins.v, ins.f, ins.b, ins.A_log, ins.dt_bias, rs.saved, dO, rs.dq, rs.dk, rs.dv,
                  rs.df, rs.db, rs.dA_log, rs.ddt);
     int same = !memcmp(r.o, rs.o, n_v(&d) * 4) && !memcmp(r.dq, rs.dq, n_qk(&d) * 4) &&
+               !memcmp(r.dk, rs.dk, n_qk(&d) * 4) &&
         !memcmp(r.dv, rs.dv, n_v(&d) * 4) && !memcmp(r.df, rs.df, n_qk(&d) * 4) &&
         !memcmp(r.dA_log, rs.dA_log, d.H * 4) && !memcmp(r.ddt, rs.ddt, (size_t)d.H * d.K * 4);
     int db_same = 1, gaps_untouched = 1;

@@ -276,6 +276,9 @@ int main(int argc, char **argv) {
     CU->to_device(tg_, tg, (size_t)N * 4);
     double lg = (double)N * NV * bf;
     bench("lm_head_ce train (3 GEMMs + CE rows)", f_ce, lg * 3, 1);
+    setenv("KDA_CE_CLUSTER", "0", 1); // the on-chip row kernel, one block a row, for comparison
+    bench("lm_head_ce train, one block a row", f_ce, lg * 3, 0);
+    unsetenv("KDA_CE_CLUSTER");
     bench("lm_head_ce forward (1 GEMM + CE rows)", f_ce_fwd, lg * 1, 0);
     CU->free(hid_), CU->free(E_), CU->free(ce_dx_), CU->free(dE_), CU->free(tg_);
     free(tg), free(segs);
