@@ -149,6 +149,12 @@ static void test_lm_head(int N, int d, int NV) {
     CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
     for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
     CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
+    { // which row kernel is the default: on a native Hopper-or-later build, the cluster kernel
+        const char *ds = CU->describe();
+        int native_hopper = strstr(ds, "native sm_9") || strstr(ds, "native sm_10") || strstr(ds, "native sm_12");
+        T_CHECK(!native_hopper || strstr(ds, "cross-entropy rows: a cluster"),
+                "lm_head_ce: the row kernel on this GPU and build (%s)", strstr(ds, "cross-entropy rows"));
+    }
     { // the row kernels: the default (on Hopper a cluster of two blocks a row), the on-chip one
         // (KDA_CE_CLUSTER=0) and the two-pass one (KDA_CE_TWO_PASS=1). The last two sum in the same
         // order: the same bits; the default again: its own bits (deterministic); the default

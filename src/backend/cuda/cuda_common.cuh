@@ -53,6 +53,8 @@ size_t cu_linear_bwd_scratch_bytes(int N, int O); // a linear with a bias
 size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d);
 size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V);
 size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W);
+// The cross-entropy row kernel this GPU and build use (embed_head.cu), for describe().
+const char *cu_ce_rows_kind(void);
 size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d); // the KDA core backward's workspace (kda_bwd.cu)
 size_t cu_sumsq_scratch_bytes(void);
 

@@ -340,6 +340,9 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
         if (rank == 0) loss[row] = lse_s - logit_t;
     }
     __syncthreads();
+    // done with the partner's shared memory; the wait at the end keeps this block alive until the
+    // partner is done with ours, without holding either's gradient pass for the other
+    auto done_reading = cluster.barrier_arrive();
     float lse = lse_s;
     if (grad) {
 #pragma unroll
@@ -350,7 +353,7 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
             lv[i] = ce_grad8(x, i, lse, tgt, grad_scale);
         }
     }
-    cluster.sync(); // the pair has read each other's shared memory before either block ends
+    cluster.barrier_wait(std::move(done_reading));
 #endif
 }
 
@@ -364,34 +367,44 @@ __global__ void ce_cluster_probe(int *out) {
 #endif
 }
 
-// Whether ce_rows_cluster_kernel takes these rows: a Hopper-or-later GPU with that kernel's code,
-// its shared memory, aligned rows that fit, and not KDA_CE_CLUSTER=0 or KDA_CE_TWO_PASS (A/B runs;
-// read at every call).
-static bool ce_cluster(int NV, const void *logits) {
+// Whether the cluster row kernel can run here: a Hopper-or-later GPU, the kernel's sm_90+ code in
+// this build (ce_cluster_probe) and its shared memory. Once a process.
+static bool ce_cluster_supported(void) {
     static int ok = -1;
-    if (ok < 0) {
-        int dev, major, *flag, host = 0;
-        CU_CHECK(cudaGetDevice(&dev));
-        CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        ok = 0;
-        if (major >= 9) {
-            CU_CHECK(cudaMalloc(&flag, sizeof(int)));
-            ce_cluster_probe<<<1, 1, 0, cu_stream>>>(flag);
-            CU_LAUNCHED();
-            CU_CHECK(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, cu_stream));
-            CU_CHECK(cudaStreamSynchronize(cu_stream));
-            CU_CHECK(cudaFree(flag));
-            cudaFuncAttributes fa;
-            CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_cluster_kernel));
-            ok = host == 1 && cu_smem_fits(CEC_SMEM + fa.sharedSizeBytes);
-            if (ok)
-                CU_CHECK(cudaFuncSetAttribute(ce_rows_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)CEC_SMEM));
-        }
+    if (ok >= 0) return ok;
+    int dev, major, *flag, host = 0;
+    CU_CHECK(cudaGetDevice(&dev));
+    CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    ok = 0;
+    if (major >= 9) {
+        CU_CHECK(cudaMalloc(&flag, sizeof(int)));
+        ce_cluster_probe<<<1, 1, 0, cu_stream>>>(flag);
+        CU_LAUNCHED();
+        CU_CHECK(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, cu_stream));
+        CU_CHECK(cudaStreamSynchronize(cu_stream));
+        CU_CHECK(cudaFree(flag));
+        cudaFuncAttributes fa;
+        CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_cluster_kernel));
+        ok = host == 1 && cu_smem_fits(CEC_SMEM + fa.sharedSizeBytes);
+        if (ok)
+            CU_CHECK(cudaFuncSetAttribute(ce_rows_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)CEC_SMEM));
     }
+    return ok;
+}
+
+// The row kernel the model's rows take (the real vocabulary), for describe().
+const char *cu_ce_rows_kind(void) {
+    return ce_cluster_supported() ? "a cluster of two blocks a row" : "one block a row";
+}
+
+// Whether ce_rows_cluster_kernel takes these rows: supported here, aligned rows that fit, and not
+// KDA_CE_CLUSTER=0 or KDA_CE_TWO_PASS (A/B runs; read at every call).
+static bool ce_cluster(int NV, const void *logits) {
     const char *e = getenv("KDA_CE_CLUSTER"), *tp = getenv("KDA_CE_TWO_PASS");
     bool off = (e && !strcmp(e, "0")) || (tp && *tp && strcmp(tp, "0"));
-    return ok && !off && NV % 8 == 0 && NV / 8 <= 2 * CEC_THREADS * CEC_KEEP && cu_aligned16(logits);
+    return !off && NV % 8 == 0 && NV / 8 <= 2 * CEC_THREADS * CEC_KEEP && cu_aligned16(logits) &&
+        ce_cluster_supported();
 }
 
 // n rows through ce_rows_cluster_kernel: a cluster of two blocks a row

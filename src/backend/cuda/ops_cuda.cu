@@ -230,7 +230,12 @@ __global__ void probe_kernel(int *p) {
     if (p) *p = 0;
 }
 
-static const char *cu_describe(void) { return desc_buf; }
+// The device line, and which cross-entropy row kernel runs (decided on the device at the first call).
+static const char *cu_describe(void) {
+    static char full[sizeof desc_buf + 64];
+    snprintf(full, sizeof full, "%s; cross-entropy rows: %s", desc_buf, cu_ce_rows_kind());
+    return full;
+}
 
 // Fills why_buf and returns 0 when GPU dev cannot run kda; else describes it and returns 1.
 static int check_device(int dev) {
