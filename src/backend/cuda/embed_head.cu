@@ -149,12 +149,10 @@ __device__ __forceinline__ bool ce_skip_row(bf16 *lr, uint4 *lv, int nvec, int N
     return true;
 }
 
-// The block's (max, Σ exp) from each thread's: warps by butterflies, then thread 0 over the warps
-// in order; writes the row's loss (lse − its target's logit, read before any gradient is
-// stored) and returns lse to every thread.
-__device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, int tgt, float *loss_row) {
+// The block's (max, Σ exp) from each thread's, in thread 0's m and s (the others' are partial):
+// warps by butterflies, then thread 0 over the warps in order.
+__device__ __forceinline__ void ce_block_ms(float &m, float &s) {
     __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
-    __shared__ float lse_s;
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
         lse_merge(m, s, m2, s2);
@@ -163,9 +161,18 @@ __device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, 
     if (lane == 0) sm[warp] = m, ss[warp] = s;
     __syncthreads();
     if (threadIdx.x == 0) {
-        float M = sm[0], S = ss[0];
-        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(M, S, sm[i], ss[i]);
-        float lse = M + logf(S);
+        m = sm[0], s = ss[0];
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(m, s, sm[i], ss[i]);
+    }
+}
+
+// ce_block_ms, then the row's loss (lse − its target's logit, read before any gradient is stored);
+// returns lse to every thread.
+__device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, int tgt, float *loss_row) {
+    __shared__ float lse_s;
+    ce_block_ms(m, s);
+    if (threadIdx.x == 0) {
+        float lse = m + logf(s);
         lse_s = lse;
         *loss_row = lse - bf2f(lr[tgt]);
     }
@@ -292,7 +299,7 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     extern __shared__ uint4 keep_c[]; // [CEC_KEEP_SMEM][CEC_THREADS]
-    __shared__ float wm[CEC_THREADS / 32], wsum[CEC_THREADS / 32], pair_ms[2];
+    __shared__ float pair_ms[2];
     __shared__ float lse_s;
     cg::cluster_group cluster = cg::this_cluster();
     int rank = (int)cluster.block_rank(), row = blockIdx.x / 2, t = threadIdx.x;
@@ -319,18 +326,8 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
 #pragma unroll
     for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
         if (g0 + t + j * CEC_THREADS < g1) unpack16(keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t], x), lse_add8(m, s, x);
-    for (int o = 16; o > 0; o >>= 1) { // the block's (max, Σ exp), as ce_block_lse
-        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        lse_merge(m, s, m2, s2);
-    }
-    int warp = t >> 5, lane = t & 31;
-    if (lane == 0) wm[warp] = m, wsum[warp] = s;
-    __syncthreads();
-    if (t == 0) {
-        float M = wm[0], S = wsum[0];
-        for (int i = 1; i < CEC_THREADS / 32; i++) lse_merge(M, S, wm[i], wsum[i]);
-        pair_ms[0] = M, pair_ms[1] = S;
-    }
+    ce_block_ms(m, s); // the block's (max, Σ exp), as ce_block_lse
+    if (t == 0) pair_ms[0] = m, pair_ms[1] = s;
     cluster.sync(); // both blocks' (max, Σ exp) written; no gradient stored yet
     if (t == 0) {
         const float *b0 = cluster.map_shared_rank(pair_ms, 0), *b1 = cluster.map_shared_rank(pair_ms, 1);

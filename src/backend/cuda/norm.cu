@@ -30,6 +30,16 @@ static row_grid grid_for(int rows, int width) {
     return rg;
 }
 
+// The block's partial dw row: its warps' slices dws[slices][width] summed in slice order into
+// part[blockIdx.x] (after the barrier that ends the slices' writes).
+__device__ __forceinline__ void store_dw_partial(const float *dws, int slices, int width, float *part) {
+    for (int j = threadIdx.x; j < width; j += blockDim.x) {
+        float t = 0.0f;
+        for (int i = 0; i < slices; i++) t += dws[(size_t)i * width + j];
+        part[(size_t)blockIdx.x * width + j] = t;
+    }
+}
+
 // ---- RMSNorm: y = x·rstd·w ----
 
 __global__ void rmsnorm_fwd_kernel(const bf16 *__restrict__ x, const float *__restrict__ w, bf16 *__restrict__ y,
@@ -119,11 +129,7 @@ __global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const float *__re
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
-        part[(size_t)blockIdx.x * d + j] = t;
-    }
+    store_dw_partial(dws, wpb, d, part);
 }
 
 __device__ __forceinline__ void smem_add8(float *p, const float *v) { // p 16-byte aligned
@@ -179,11 +185,7 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const float *__restr
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
-        part[(size_t)blockIdx.x * d + j] = t;
-    }
+    store_dw_partial(dws, wpb, d, part);
 }
 
 // rmsnorm_bwd_vec for d = 256·QPL (QPL 16-byte groups a lane): the warp's weight groups are
@@ -239,11 +241,7 @@ __global__ void __launch_bounds__(256, 2)
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
-        part[(size_t)blockIdx.x * d + j] = t;
-    }
+    store_dw_partial(dws, wpb, d, part);
 }
 
 // The register kernel for this width, or NULL (other widths; KDA_NORM_GENERIC=1 for A/B runs,
@@ -398,11 +396,7 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * V + j];
-        part[(size_t)blockIdx.x * V + j] = t;
-    }
+    store_dw_partial(dws, wpb, V, part);
 }
 
 // gated_rmsnorm_bwd_kernel with L lanes per row (see gated_rmsnorm_fwd_vec); each row group of a
@@ -460,11 +454,7 @@ __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < nslots; i++) t += dws[(size_t)i * V + j];
-        part[(size_t)blockIdx.x * V + j] = t;
-    }
+    store_dw_partial(dws, nslots, V, part);
 }
 
 // The vector kernel's row slots per block when V allows it (pointers 16-byte aligned), else 0.
