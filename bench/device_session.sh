@@ -29,6 +29,10 @@
 #      then, while time is left, ncu sections of the core's backward kernels;
 #   z2: z cut to ~3 minutes (what session 18's device time left allowed): the device tests, the
 #      parity run, the 300M 32 x 2048 step of main (kda_base) and of next/s18, the op benchmarks;
+#   z3: session 19's first call on next/s18: z's device tests, parity run, 300M and 1B steps of
+#      main (kda_base) and next/s18, op benchmarks and KDA core at 8-64 x 2048, then ncu's full
+#      set with line info on the core's intra, D3 and finish kernels: the details page and each
+#      kernel's SASS with its stall samples (ncu_core_source), to direct the core's next changes;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -91,6 +95,18 @@ ncu_kda_kernels() { # per-kernel times of the KDA core at 32 x 2048 (ncu), when 
         --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
     python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
 }
+ncu_core_source() { # ncu's full set on the core's fused kernels at 32 x 2048: details and SASS stall samples
+    command -v ncu >/dev/null || return 0
+    KDA_BENCH_ONCE=1 timeout 150 ncu --clock-control none --set full --import-source yes \
+        -k "regex:kda_finish|kda_intra|kda_bwd_d3" -c 3 -o /tmp/core_full $N/bench_kda_cuda 32 > /tmp/ncu_full.log 2>&1
+    tail -n 3 /tmp/ncu_full.log
+    ncu --import /tmp/core_full.ncu-rep --page details > "$OUTDIR/ncu_core_details.txt" 2>&1
+    grep -E "^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles|Issued Warp" \
+        "$OUTDIR/ncu_core_details.txt" | head -60
+    ncu --import /tmp/core_full.ncu-rep --page source --csv --print-source sass > /tmp/core_sass.csv 2>&1
+    gzip -c /tmp/core_sass.csv > "$OUTDIR/core_sass.csv.gz"; ls -la /tmp/core_sass.csv "$OUTDIR/core_sass.csv.gz"
+    lap "ncu full set of the core's fused kernels"
+}
 kda_step_table() { # kda's side of bench/step_vs_fla.sh (300M 16, 32; 1B 16): steps, phases, memory
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|peak|\|"; lap "kda step table"
@@ -125,6 +141,30 @@ n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective re
     kda_step_table
     KDA_CE_TWO_PASS=1 bench300 $N "300M 32x2048, the two-pass cross-entropy rows (KDA_CE_TWO_PASS=1)" ""
     lap "cross-entropy A/B"
+    ;;
+z3)
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -8
+    P_=${OUT:-/tmp/parity}
+    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
+        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
+    for k in kda_base kda; do
+        echo "== 1B 16x2048, selective (the config's), $k"
+        timeout 120 $N/$k bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+            --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|memory"
+    done
+    lap "1B steps"
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm|conv|swiglu|lm_head|cross"
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    lap "op benchmarks, core"
+    ncu_core_source
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"
