@@ -372,11 +372,16 @@ static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
         same &= !memcmp(ya, yb, n * 4) && !memcmp(dwa, dwb, nwc * 4);
         // against the CPU on the group's columns (the same bf16 inputs)
         float *w = h_of_f32(w_[i], nwc), *dy = h_of_bf(dy_[i], n), *y_ref = h_randn(n, 1);
-        float *dx_ref = h_randn(n, 1), *dw_ref = h_of_f32(dwb_[i], nwc), *dx = kda_malloc(n * 4);
+        // dx has x's row pitch ld: the CPU writes the group's columns of a full-width buffer
+        float *dxw_ref = h_randn(nw, 1), *dw_ref = h_of_f32(dwb_[i], nwc);
+        float *dx = kda_malloc(n * 4), *dx_ref = kda_malloc(n * 4);
         for (size_t e = 0; e < nwc; e++) dw_ref[e] = 0.0f;
         conv_fwd1(CPU, xw + col[i], ld, w, y_ref, B, T, C[i], W);
-        conv_bwd1(CPU, xw + col[i], ld, w, dy, dx_ref, dw_ref, B, T, C[i], W);
-        for (size_t r = 0; r < (size_t)B * T; r++) memcpy(dx + r * C[i], dxa + r * ld + col[i], (size_t)C[i] * 4);
+        conv_bwd1(CPU, xw + col[i], ld, w, dy, dxw_ref + col[i], dw_ref, B, T, C[i], W);
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            memcpy(dx + r * C[i], dxa + r * ld + col[i], (size_t)C[i] * 4);
+            memcpy(dx_ref + r * C[i], dxw_ref + r * ld + col[i], (size_t)C[i] * 4);
+        }
         float *dw0 = h_of_f32(dwc0_[i], nwc);
         for (size_t e = 0; e < nwc; e++) dwa[e] -= dw0[e];
         char nm[96];
@@ -384,7 +389,8 @@ static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
         CHECK_REL(nm, ya, y_ref, n, 5e-3);
         CHECK_REL("  dx vs CPU", dx, dx_ref, n, 1e-2);
         CHECK_REL("  dw (the += part) vs CPU", dwa, dw_ref, nwc, 1e-4);
-        free(w), free(dy), free(y_ref), free(dx_ref), free(dw_ref), free(dx), free(dw0), CU->free(dwc0_[i]);
+        free(w), free(dy), free(y_ref), free(dx_ref), free(dxw_ref), free(dw_ref), free(dx), free(dw0);
+        CU->free(dwc0_[i]);
         free(ya), free(yb), free(dwa), free(dwb);
         CU->free(w_[i]), CU->free(ya_[i]), CU->free(yb_[i]), CU->free(dy_[i]), CU->free(dwa_[i]), CU->free(dwb_[i]);
     }
