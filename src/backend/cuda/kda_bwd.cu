@@ -339,8 +339,7 @@ __global__ void __launch_bounds__(256, 3)
     size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1), row0 = kda_row(s, b, c, h, 0);
     float sc = s.scale, eA = expf(A_log[h]);
 
-    if (pf) { // every phase's operands into L2 now, so that no phase (nor B7's row loop) waits on HBM
-        prefetch_chunk_rows(s, w.dBV, V, 4, b, c, h, n), prefetch_chunk_rows(s, v, V, 2, b, c, h, n);
+    if (pf) { // every later phase's operands into L2 now, so that no phase waits on HBM
         prefetch_chunk_rows(s, w.dL, C, 4, b, c, h, n), prefetch_chunk_rows(s, w.dA, C, 4, b, c, h, n);
         prefetch_chunk_rows(s, sv.qn, K, 2, b, c, h, n), prefetch_chunk_rows(s, sv.kn, K, 2, b, c, h, n);
         prefetch_chunk_rows(s, sv.G, K, 4, b, c, h, n);
