@@ -29,11 +29,10 @@
 #      then, while time is left, ncu sections of the core's backward kernels;
 #   z2: z cut to ~3 minutes (what session 18's device time left allowed): the device tests, the
 #      parity run, the 300M 32 x 2048 step of main (kda_base) and of next/s18, the op benchmarks;
-#   z3: session 19's first call on next/s18: z's device tests and parity run, the 300M step of main
-#      (kda_base) and next/s18 twice each and without the core's L2 prefetch (KDA_CORE_PREFETCH=0),
-#      the KDA core at 8-64 x 2048 with and without it, ncu per-kernel times of the core, then
-#      ncu's full set with line info on the core's intra, D3 and finish kernels (the details page
-#      and each kernel's SASS with its stall samples: ncu_core_source), the 1B step, op benchmarks;
+#   z3: session 19's first call on next/s18: z's device tests, parity run, 300M and 1B steps of
+#      main (kda_base) and next/s18, op benchmarks and KDA core at 8-64 x 2048, then ncu's full
+#      set with line info on the core's intra, D3 and finish kernels: the details page and each
+#      kernel's SASS with its stall samples (ncu_core_source), to direct the core's next changes;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -155,20 +154,17 @@ z3)
     rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
-    KDA_CORE_PREFETCH=0 bench300 $N/kda "300M 32x2048, selective, kda with KDA_CORE_PREFETCH=0" ""
     lap "300M steps"
-    echo "== KDA core: L2 prefetch on (default), then KDA_CORE_PREFETCH=0"
-    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
-    KDA_CORE_PREFETCH=0 timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
-    lap "core A/B"
-    ncu_kda_kernels
-    ncu_core_source
-    echo "== 1B 16x2048, selective (the config's), kda"
-    timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
-        --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|memory"
-    lap "1B step"
+    for k in kda_base kda; do
+        echo "== 1B 16x2048, selective (the config's), $k"
+        timeout 120 $N/$k bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+            --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|memory"
+    done
+    lap "1B steps"
     timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm|conv|swiglu|lm_head|cross"
-    lap "op benchmarks"
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    lap "op benchmarks, core"
+    ncu_core_source
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"

@@ -93,7 +93,7 @@ __device__ __forceinline__ void d3_product(float *F, const d3_layout &L, int M, 
 }
 
 __global__ void __launch_bounds__(256, 3)
-    kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w, int pf) {
+    kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
     extern __shared__ __align__(128) unsigned char smraw[];
     const d3_layout L = d3_layout_of(s);
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -106,10 +106,6 @@ __global__ void __launch_bounds__(256, 3)
     smat mdO = {r1, NULL, L.pv}, mVn = {r1 + CC * L.pv, NULL, L.pv};
     smat mh = {r1 + 2 * CC * L.pv, NULL, L.pv}, mdh = {r1 + 2 * CC * L.pv + KP * L.pv, NULL, L.pv};
     smat mdVn = {dvn, dvn + dvh, L.pv}, mdWm = {dwm, dwm + CC * L.pk, L.pk};
-    if (pf) { // phase 2's operands into L2 while phase 1 loads and multiplies
-        prefetch_chunk_rows(s, sv.vb, V, 2, b, c, h, n), prefetch_chunk_rows(s, sv.kb, K, 2, b, c, h, n);
-        prefetch_chunk_rows(s, sv.Tinv, C, 2, b, c, h, n);
-    }
     // phase 1: dQg = s·dO·hᵀ, dWm = −dVn·hᵀ, dKd = Vn·dhᵀ, dAqk = tril(dO·Vnᵀ)
     tile_load(mdO, dO + row0 * V, rsV, n, V, CC, VP);
     tile_load(mVn, sv.Vn + row0 * V, rsV, n, V, CC, VP);
@@ -176,11 +172,6 @@ __global__ void __launch_bounds__(256, 3)
 // shared memory).
 // Whether D3 runs as the fused kernel: its shared memory fits this GPU and KDA_CORE_UNFUSED is
 // not set (=1 forces the chunk-GEMM path below, to measure one against the other).
-bool kda_core_prefetch(void) {
-    const char *e = getenv("KDA_CORE_PREFETCH");
-    return !(e && !strcmp(e, "0"));
-}
-
 static bool d3_fused(size_t smem_bytes) {
     const char *e = getenv("KDA_CORE_UNFUSED");
     return cu_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
@@ -329,7 +320,7 @@ __global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
                       const float *__restrict__ A_log, const float *__restrict__ dt_bias, kda_bwd_scratch w,
                       bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
-                      bf16 *__restrict__ db, int pf) {
+                      bf16 *__restrict__ db) {
     extern __shared__ __align__(128) unsigned char fin_raw[];
     finish_smem &m = *(finish_smem *)fin_raw;
     const int MC = KDA_MAX_C;
@@ -339,15 +330,6 @@ __global__ void __launch_bounds__(256, 3)
     size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1), row0 = kda_row(s, b, c, h, 0);
     float sc = s.scale, eA = expf(A_log[h]);
 
-    if (pf) { // every later phase's operands into L2 now, so that no phase waits on HBM
-        prefetch_chunk_rows(s, w.dL, C, 4, b, c, h, n), prefetch_chunk_rows(s, w.dA, C, 4, b, c, h, n);
-        prefetch_chunk_rows(s, sv.qn, K, 2, b, c, h, n), prefetch_chunk_rows(s, sv.kn, K, 2, b, c, h, n);
-        prefetch_chunk_rows(s, sv.G, K, 4, b, c, h, n);
-        prefetch_bytes(sv.h + ch * K * V, (size_t)K * V * 2), prefetch_bytes(w.dh + ch * K * V, (size_t)K * V * 2);
-        prefetch_chunk_rows(s, w.dQ, K, 4, b, c, h, n), prefetch_chunk_rows(s, w.dK, K, 4, b, c, h, n);
-        prefetch_chunk_rows(s, w.Gm, K, 4, b, c, h, n), prefetch_chunk_rows(s, f, K, 2, b, c, h, n);
-        prefetch_chunk_rows(s, sv.rq, 1, 4, b, c, h, n), prefetch_chunk_rows(s, sv.rk, 1, 4, b, c, h, n);
-    }
     if (tid < MC) m.betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
     // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v
     for (int r = warp; r < n; r += 8) {
@@ -522,7 +504,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     size_t bytes = bwd_layout(s, d->lean, NULL, &w, &sv);
     bwd_layout(s, d->lean, cu_scratch(bytes), &w, &sv);
     if (d->lean) kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv); // the forward's stage 1 again: its bits
-    int C = s.C, K = s.K, V = s.V, pf = kda_core_prefetch();
+    int C = s.C, K = s.K, V = s.V;
     const bf16 *dO = (const bf16 *)d_o;
 
     kgemm g = {};
@@ -540,7 +522,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
-        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w, pf);
+        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w);
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, w);
@@ -553,7 +535,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
                                   cudaSharedmemCarveoutMaxShared));
     kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)v, (const bf16 *)f, A_log,
                                                                       dt_bias, w, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
-                                                                      (bf16 *)df, (bf16 *)db, pf);
+                                                                      (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5
     kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);

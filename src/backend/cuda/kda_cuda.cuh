@@ -116,30 +116,6 @@ __device__ __forceinline__ void load_chunk_rows(const kda_shape &s, const T *p, 
     }
 }
 
-// Asks L2 for the n token rows of a chunk of a token-major tensor (row length ld elements of esz
-// bytes), one prefetch a 128-byte line spread over the block's threads, so that a fused kernel's
-// later phases find their operands in L2 instead of waiting on HBM phase by phase. A hint only:
-// nothing is read into registers or shared memory, so results are the same bits with or without.
-__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-__device__ __forceinline__ void prefetch_chunk_rows(const kda_shape &s, const void *p, int ld, int esz, int b, int c,
-                                                    int h, int n) {
-    size_t rb = (size_t)ld * esz, rs = rb * s.H;
-    const char *base = (const char *)p + kda_row(s, b, c, h, 0) * rb;
-    int lines = (int)((rb + 127) / 128);
-    for (int e = threadIdx.x; e < n * lines; e += blockDim.x) {
-        int r = e / lines, l = e - r * lines;
-        prefetch_l2(base + r * rs + (size_t)l * 128);
-    }
-}
-// The same for bytes contiguous bytes (a chunk's state snapshot).
-__device__ __forceinline__ void prefetch_bytes(const void *p, size_t bytes) {
-    for (size_t o = (size_t)threadIdx.x * 128; o < bytes; o += (size_t)blockDim.x * 128)
-        prefetch_l2((const char *)p + o);
-}
-// Whether the fused kernels prefetch (KDA_CORE_PREFETCH=0 turns it off, to measure one against
-// the other); read at each launch.
-bool kda_core_prefetch(void);
-
 // ---- chunk-batched GEMM: for every chunk, out = Σ_terms alpha·op(A)·op(B) ----
 
 enum { KV_TOK = 0, KV_STATE = 1 };

@@ -303,7 +303,7 @@ __device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
     __syncthreads();
 }
 
-__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv, int pf) {
+__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char intra_raw[];
     const intra_layout L = intra_layout_of(s);
@@ -322,11 +322,6 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     tacc acc[2];
     wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
     float *betas = (float *)(intra_raw + L.bt);
-    if (pf) { // every pass's column slices and the WY phase's operands, into L2 now
-        prefetch_chunk_rows(s, sv.qn, K, 2, b, c, h, n), prefetch_chunk_rows(s, sv.kn, K, 2, b, c, h, n);
-        prefetch_chunk_rows(s, sv.G, K, 4, b, c, h, n), prefetch_chunk_rows(s, sv.kb, K, 2, b, c, h, n);
-        prefetch_chunk_rows(s, sv.vb, V, 2, b, c, h, n);
-    }
     if (tid < KDA_MAX_C) betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
     for (int d0 = 0; d0 < K; d0 += DT) {
         __syncthreads();
@@ -460,7 +455,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
-    kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv, kda_core_prefetch()); // Aqk, Tinv, Wm, Um
+    kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     kda_scan_fwd(s, sv, S); // h, Vn, and the final state into S when given
     kgemm go = {};
