@@ -33,6 +33,11 @@
 #      main (kda_base) and next/s18, op benchmarks and KDA core at 8-64 x 2048, then ncu's full
 #      set with line info on the core's intra, D3 and finish kernels: the details page and each
 #      kernel's SASS with its stall samples (ncu_core_source), to direct the core's next changes;
+#   z4: session 19's second call on next/s18 (after z3's findings: the ZeRO-1 step on the plain
+#      path's operations, two test fixes): the native build's device tests (NCCL one rank,
+#      sanitizers too), nccl_one_rank.sh on main's kda (kda_base) to show where the ZeRO-1
+#      mismatch came from, the parity run against the recorded FLA run, the 300M step of main and
+#      next/s18;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -165,6 +170,20 @@ z3)
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     lap "op benchmarks, core"
     ncu_core_source
+    ;;
+z4)
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
+    echo "== nccl_one_rank.sh on main's kda (kda_base)"
+    timeout 100 bash tests/cuda/nccl_one_rank.sh $N/kda_base 2>&1 | grep -E "^(ok|FAIL)|differs" | cut -c1-160
+    lap "NCCL one rank on main"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
+    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"
