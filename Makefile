@@ -68,7 +68,7 @@ ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
   CFLAGS    += -DKDA_HAVE_CUDA
   GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
                $(if $(CUDA_PTX),-gencode=arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
-  NVFLAGS   := $(GENCODE) -O3 -std=c++17 -g -Xcompiler -Wall,-Wextra,-Werror -Isrc -DKDA_HAVE_CUDA \
+  NVFLAGS   := $(GENCODE) -O3 -std=c++17 -g -lineinfo -Xcompiler -Wall,-Wextra,-Werror -Isrc -DKDA_HAVE_CUDA \
                -DKDA_CUDA_ARCHS='"$(strip $(CUDA_ARCHS)) + PTX $(CUDA_PTX)"'
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
   LDLIBS    += $(CUDA_LIBS)

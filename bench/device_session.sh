@@ -20,6 +20,24 @@
 #   u: a step change after s: the device tests on both builds (racecheck too), the core's speed
 #      and per-kernel times, kda's side of bench/step_vs_fla.sh, the recompute settings' plans and
 #      peaks (300M, 1B);
+#   z: session 18's one call (next/s18: gate and up one GEMM, b_proj in the input projection,
+#      RMSNorm backward register kernels, the conv's q, k, v in one launch): the native build's
+#      device tests (NCCL one rank, sanitizers too), the memory-bound ops (both RMSNorm backward
+#      kernels), the parity run against the recorded FLA run (with the spread against session
+#      17's kda), the 300M 32 x 2048 step of main (kda_base), of the gate+up commit alone (kda_gu,
+#      where carried) and of next/s18, the 1B 16 x 2048 step of main and next/s18, the KDA core;
+#      then, while time is left, ncu sections of the core's backward kernels;
+#   z2: z cut to ~3 minutes (what session 18's device time left allowed): the device tests, the
+#      parity run, the 300M 32 x 2048 step of main (kda_base) and of next/s18, the op benchmarks;
+#   z3: session 19's first call on next/s18: z's device tests, parity run, 300M and 1B steps of
+#      main (kda_base) and next/s18, op benchmarks and KDA core at 8-64 x 2048, then ncu's full
+#      set with line info on the core's intra, D3 and finish kernels: the details page and each
+#      kernel's SASS with its stall samples (ncu_core_source), to direct the core's next changes;
+#   z4: session 19's second call on next/s18 (after z3's findings: the ZeRO-1 step on the plain
+#      path's operations, two test fixes): the native build's device tests (NCCL one rank,
+#      sanitizers too), nccl_one_rank.sh on main's kda (kda_base) to show where the ZeRO-1
+#      mismatch came from, the parity run against the recorded FLA run, the 300M step of main and
+#      next/s18;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -53,10 +71,11 @@ echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 t0=$SECONDS
 lap() { echo "--- $1 done at $((SECONDS - t0)) s"; }
-bench300() { # dir, label, extra --set options (k=v ...)
+bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ...)
     local extra=(); for kv in ${3:-}; do extra+=(--set "$kv"); done
+    local bin=$1; [ -d "$bin" ] && bin=$bin/kda
     echo "== $2"
-    timeout 120 "$1/kda" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+    timeout 120 "$bin" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
         --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|memory"
 }
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
@@ -80,6 +99,18 @@ ncu_kda_kernels() { # per-kernel times of the KDA core at 32 x 2048 (ncu), when 
     KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
         --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
     python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
+}
+ncu_core_source() { # ncu's full set on the core's fused kernels at 32 x 2048: details and SASS stall samples
+    command -v ncu >/dev/null || return 0
+    KDA_BENCH_ONCE=1 timeout 150 ncu --clock-control none --set full --import-source yes \
+        -k "regex:kda_finish|kda_intra|kda_bwd_d3" -c 3 -o /tmp/core_full $N/bench_kda_cuda 32 > /tmp/ncu_full.log 2>&1
+    tail -n 3 /tmp/ncu_full.log
+    ncu --import /tmp/core_full.ncu-rep --page details > "$OUTDIR/ncu_core_details.txt" 2>&1
+    grep -E "^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles|Issued Warp" \
+        "$OUTDIR/ncu_core_details.txt" | head -60
+    ncu --import /tmp/core_full.ncu-rep --page source --csv --print-source sass > /tmp/core_sass.csv 2>&1
+    gzip -c /tmp/core_sass.csv > "$OUTDIR/core_sass.csv.gz"; ls -la /tmp/core_sass.csv "$OUTDIR/core_sass.csv.gz"
+    lap "ncu full set of the core's fused kernels"
 }
 kda_step_table() { # kda's side of bench/step_vs_fla.sh (300M 16, 32; 1B 16): steps, phases, memory
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
@@ -115,6 +146,96 @@ n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective re
     kda_step_table
     KDA_CE_TWO_PASS=1 bench300 $N "300M 32x2048, the two-pass cross-entropy rows (KDA_CE_TWO_PASS=1)" ""
     lap "cross-entropy A/B"
+    ;;
+z3)
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -8
+    P_=${OUT:-/tmp/parity}
+    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
+        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
+    for k in kda_base kda; do
+        echo "== 1B 16x2048, selective (the config's), $k"
+        timeout 120 $N/$k bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+            --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|memory"
+    done
+    lap "1B steps"
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm|conv|swiglu|lm_head|cross"
+    timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
+    lap "op benchmarks, core"
+    ncu_core_source
+    ;;
+z4)
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
+    echo "== nccl_one_rank.sh on main's kda (kda_base)"
+    timeout 100 bash tests/cuda/nccl_one_rank.sh $N/kda_base 2>&1 | grep -E "^(ok|FAIL)|differs" | cut -c1-160
+    lap "NCCL one rank on main"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
+    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
+    ;;
+z2)
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 100 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -6
+    P_=${OUT:-/tmp/parity}
+    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
+        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm_bwd|conv|swiglu|lm_head"
+    lap "op benchmarks"
+    ;;
+z)
+    tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 200 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -12
+    P_=${OUT:-/tmp/parity}
+    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
+        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda_gu kda; do
+        [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""
+    done
+    lap "300M steps"
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|rmsnorm|conv|swiglu|summary|total"
+    lap "op benchmarks"
+    for k in kda_base kda; do
+        [ -x $N/$k ] || continue
+        echo "== 1B 16x2048, selective (the config's), $k"
+        timeout 120 $N/$k bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+            --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|memory"
+    done
+    timeout 60 $N/bench_kda_cuda 32 | grep "^ours"
+    lap "1B steps, core"
+    bench300 $N "300M 32x2048, no recompute, kda" recompute_granularity=null
+    lap "300M without recompute"
+    if command -v ncu >/dev/null && [ $((SECONDS - t0)) -lt "${ZNCU_BEFORE_S:-300}" ]; then
+        KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none -k "regex:kda_finish|kda_intra|kda_bwd_d3" -c 6 \
+            --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+            $N/bench_kda_cuda 32 > "$OUTDIR/ncu_core_sections.txt" 2>&1
+        grep -E "^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles" \
+            "$OUTDIR/ncu_core_sections.txt" | head -60
+        lap "ncu sections of the core's kernels"
+    fi
     ;;
 y)
     tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"

@@ -418,6 +418,42 @@ static void test_threads(kda_core_algo algo) {
     free_out(&r1), free_out(&r2), free_out(&r3), free(dO), free_inputs(&in);
 }
 
+// ---- 6: b_logit as columns of a wider matrix (kda_core_dims.ldb) -------------------------------
+
+// The model passes b_logit and d_b_logit as columns of its projection buffer: with rows ldb apart
+// the outputs are the packed call's to the bit, and the columns between the rows stay untouched.
+static void test_strided_b(kda_core_algo algo) {
+    kda_core_dims d = dims(2, 37, 3, 16, 8, 16, algo), ds = d;
+    ds.ldb = d.H + 5;
+    core_in in = make_inputs(&d, 0, 1), ins = in;
+    float *dO = randn(n_v(&d), 0, 1);
+    size_t rows = (size_t)d.B * d.T, wide = rows * ds.ldb;
+    ins.b = poisoned(wide);
+    for (size_t t = 0; t < rows; t++) memcpy(ins.b + t * ds.ldb, in.b + t * d.H, d.H * sizeof(float));
+    core_out r = run(&d, &in, dO), rs = {0};
+    rs.o = poisoned(n_v(&d)), rs.saved = poisoned(kda_core_saved_floats(&d));
+    kda_core_fwd(&ds, ins.q, ins.k, ins.v, ins.f, ins.b, ins.A_log, ins.dt_bias, rs.o, rs.saved);
+    rs.dq = poisoned(n_qk(&d)), rs.dk = poisoned(n_qk(&d)), rs.dv = poisoned(n_v(&d)), rs.df = poisoned(n_qk(&d));
+    rs.db = poisoned(wide);
+    rs.dA_log = kda_calloc(d.H, sizeof(float)), rs.ddt = kda_calloc((size_t)d.H * d.K, sizeof(float));
+    kda_core_bwd(&ds, ins.q, ins.k, ins.v, ins.f, ins.b, ins.A_log, ins.dt_bias, rs.saved, dO, rs.dq, rs.dk, rs.dv,
+                 rs.df, rs.db, rs.dA_log, rs.ddt);
+    int same = !memcmp(r.o, rs.o, n_v(&d) * 4) && !memcmp(r.dq, rs.dq, n_qk(&d) * 4) &&
+               !memcmp(r.dk, rs.dk, n_qk(&d) * 4) &&
+        !memcmp(r.dv, rs.dv, n_v(&d) * 4) && !memcmp(r.df, rs.df, n_qk(&d) * 4) &&
+        !memcmp(r.dA_log, rs.dA_log, d.H * 4) && !memcmp(r.ddt, rs.ddt, (size_t)d.H * d.K * 4);
+    int db_same = 1, gaps_untouched = 1;
+    for (size_t t = 0; t < rows; t++) {
+        db_same &= !memcmp(r.db + t * d.H, rs.db + t * ds.ldb, d.H * sizeof(float));
+        for (int j = d.H; j < ds.ldb; j++) gaps_untouched &= isnan(rs.db[t * ds.ldb + j]);
+    }
+    T_CHECK(same && db_same, "%s: b_logit and d_b_logit with rows %d apart give the packed call's bits",
+            algo_name(algo), ds.ldb);
+    T_CHECK(gaps_untouched, "%s: d_b_logit's rows strided: the columns between them untouched", algo_name(algo));
+    free(ins.b);
+    free_out(&r), free_out(&rs), free(dO), free_inputs(&in);
+}
+
 // ---- timing at the 300M layer shape (printed, not asserted) ---------------------------------
 
 static double cpu_seconds(void) { // CPU time of all threads: wall time lies on a loaded machine
@@ -459,6 +495,8 @@ int main(void) {
     test_written_and_accumulate(KDA_RECURRENT);
     test_threads(KDA_CHUNKED);
     test_threads(KDA_RECURRENT);
+    test_strided_b(KDA_CHUNKED);
+    test_strided_b(KDA_RECURRENT);
     time_300m(KDA_CHUNKED);
     time_300m(KDA_RECURRENT);
     return t_done("test_kda_core");

@@ -7,6 +7,7 @@
 
 #include "base/common.h"
 #include "model/ops.h"
+#include "conv_one.h"
 #include "test_util.h"
 
 static kda_rng R;
@@ -295,13 +296,13 @@ static void test_strided_inputs(void) {
     size_t n = (size_t)B * T * C;
     float *cx = randf(n, 1), *cw = randf(C * Wc, 0.5), *cxw = widen(cx, B * T, C, cl, cc);
     float *cy0 = nanf_buf(n), *cy1 = nanf_buf(n);
-    O->conv_silu_fwd(cx, C, cw, cy0, B, T, C, Wc);
-    O->conv_silu_fwd(cxw + cc, cl, cw, cy1, B, T, C, Wc);
+    conv_fwd1(O, cx, C, cw, cy0, B, T, C, Wc);
+    conv_fwd1(O, cxw + cc, cl, cw, cy1, B, T, C, Wc);
     T_REL("conv fwd: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
     float *cdy = randf(n, 1), *cdx0 = nanf_buf(n), *cdxw = widen(NULL, B * T, C, cl, cc);
     float *cdw0 = zeros(C * Wc), *cdw1 = zeros(C * Wc);
-    O->conv_silu_bwd(cx, C, cw, cdy, cdx0, cdw0, B, T, C, Wc);
-    O->conv_silu_bwd(cxw + cc, cl, cw, cdy, cdxw + cc, cdw1, B, T, C, Wc);
+    conv_bwd1(O, cx, C, cw, cdy, cdx0, cdw0, B, T, C, Wc);
+    conv_bwd1(O, cxw + cc, cl, cw, cdy, cdxw + cc, cdw1, B, T, C, Wc);
     T_REL("conv bwd: strided dx", cols_diff(cdxw, cdx0, B * T, C, cl, cc, &ok), 1e-6);
     T_CHECK(ok, "conv bwd: nothing written outside dx's columns");
     T_REL("conv bwd: dw from strided x", cols_diff(cdw1, cdw0, C, Wc, Wc, 0, &ok), 1e-6);
@@ -310,21 +311,54 @@ static void test_strided_inputs(void) {
     O->conv_silu_step(tail1, cxw + cc, cl, cw, cy1, B, T, C, Wc);
     T_REL("conv step: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
     T_CHECK(!memcmp(tail0, tail1, (size_t)B * (Wc - 1) * C * sizeof(float)), "conv step: strided x, same new tail");
-    float *bufs[] = {x, W, b, res, xw, y0, y1, dy, dx0, dxw, dW0, dW1, cx, cw, cxw, cy0, cy1, cdy, cdx0, cdxw, cdw0,
-                     cdw1, tail0, tail1};
+    float *bufs[] = {x,  W,  b,   res, xw,  y0,  y1,   dy,   dx0,  dxw,  dW0,   dW1,
+                     cx, cw, cxw, cy0, cy1, cdy, cdx0, cdxw, cdw0, cdw1, tail0, tail1};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
+// Two channel groups in one call (ops.h kda_conv_group) against one call a group on the same
+// columns: the same outputs, dx only in the groups' columns.
+static void test_conv_groups(void) {
+    int B = 2, T = 7, W = 4, ld = 13, C[2] = {3, 5}, col[2] = {1, 6};
+    size_t nw = (size_t)B * T * ld;
+    float *x = randf(nw, 1), *dxa = nanf_buf(nw), *dxb = nanf_buf(nw);
+    kda_conv_group ga[2];
+    float *ya[2], *yb[2], *w[2], *dy[2], *dwa[2], *dwb[2];
+    for (int i = 0; i < 2; i++) {
+        size_t n = (size_t)B * T * C[i];
+        w[i] = randf((size_t)C[i] * W, 0.5), dy[i] = randf(n, 1), ya[i] = nanf_buf(n), yb[i] = nanf_buf(n);
+        dwa[i] = zeros((size_t)C[i] * W), dwb[i] = zeros((size_t)C[i] * W);
+        ga[i] = (kda_conv_group){col[i], C[i], w[i], ya[i], dy[i], dwa[i]};
+    }
+    O->conv_silu_fwd(x, ld, ga, 2, B, T, W);
+    O->conv_silu_bwd(x, ld, dxa, ga, 2, B, T, W);
+    for (int i = 0; i < 2; i++) {
+        conv_fwd1(O, x + col[i], ld, w[i], yb[i], B, T, C[i], W);
+        conv_bwd1(O, x + col[i], ld, w[i], dy[i], dxb + col[i], dwb[i], B, T, C[i], W);
+    }
+    int same = !memcmp(dxa, dxb, nw * sizeof(float)), outside = 1;
+    for (int i = 0; i < 2; i++)
+        same &= !memcmp(ya[i], yb[i], (size_t)B * T * C[i] * sizeof(float)) &&
+                !memcmp(dwa[i], dwb[i], (size_t)C[i] * W * sizeof(float));
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int j = 0; j < ld; j++)
+            if (j < col[0] || (j >= col[0] + C[0] && j < col[1]) || j >= col[1] + C[1]) outside &= isnan(dxa[r * ld + j]);
+    T_CHECK(same, "conv: two channel groups in one call give a call a group's outputs");
+    T_CHECK(outside, "conv: dx written only in the groups' columns");
+    for (int i = 0; i < 2; i++) free(w[i]), free(dy[i]), free(ya[i]), free(yb[i]), free(dwa[i]), free(dwb[i]);
+    free(x), free(dxa), free(dxb);
 }
 
 static void test_conv(void) {
     int B = 2, T = 9, C = 5, W = 4, dm[] = {B, T, C, W};
     size_t n = (size_t)B * T * C;
     float *x = randf(n, 1), *w = randf(C * W, 0.5), *y = nanf_buf(n);
-    O->conv_silu_fwd(x, C, w, y, B, T, C, W);
+    conv_fwd1(O, x, C, w, y, B, T, C, W);
     double *in[] = {to_d(x, n), to_d(w, C * W)}, *ref = kda_malloc(n * sizeof(double));
     ref_conv(in, ref, dm);
     T_REL("short conv + SiLU fwd", rel_d(y, ref, n), 1e-6);
     float *dy = randf(n, 1), *dx = nanf_buf(n), *dw = zeros(C * W);
-    O->conv_silu_bwd(x, C, w, dy, dx, dw, B, T, C, W);
+    conv_bwd1(O, x, C, w, dy, dx, dw, B, T, C, W);
     size_t sz[] = {n, (size_t)C * W};
     double *dyd = to_d(dy, n);
     double *g0 = fd_grad(ref_conv, in, 0, sz, n, dyd, dm), *g1 = fd_grad(ref_conv, in, 1, sz, n, dyd, dm);
@@ -344,42 +378,49 @@ static void test_conv(void) {
     free(g1);
 }
 
+// gu [N,2F] from g and u [N,F] (ops.h: gate in each row's first F columns, up in the next F)
+static float *pack_halves(const float *g, const float *u, int N, int F) {
+    float *gu = kda_malloc((size_t)N * 2 * F * sizeof(float));
+    for (int r = 0; r < N; r++) {
+        memcpy(gu + (size_t)r * 2 * F, g + (size_t)r * F, F * sizeof(float));
+        memcpy(gu + (size_t)r * 2 * F + F, u + (size_t)r * F, F * sizeof(float));
+    }
+    return gu;
+}
+
+// half h (0: the first F columns, 1: the next F) of each row of x [N,2F], packed [N,F]
+static float *half_of(const float *x, int h, int N, int F) {
+    float *o = kda_malloc((size_t)N * F * sizeof(float));
+    for (int r = 0; r < N; r++) memcpy(o + (size_t)r * F, x + (size_t)r * 2 * F + h * F, F * sizeof(float));
+    return o;
+}
+
 static void test_swiglu(void) {
-    int n = 50, dm[] = {n};
-    float *g = randf(n, 2), *u = randf(n, 1), *z = nanf_buf(n);
-    O->swiglu_fwd(g, u, z, n);
+    int N = 5, F = 10, n = N * F, dm[] = {n};
+    float *g = randf(n, 2), *u = randf(n, 1), *z = nanf_buf(n), *gu = pack_halves(g, u, N, F);
+    O->swiglu_fwd(gu, z, N, F);
     double *in[] = {to_d(g, n), to_d(u, n)}, *ref = kda_malloc(n * sizeof(double));
     ref_swiglu(in, ref, dm);
     T_REL("swiglu fwd", rel_d(z, ref, n), 1e-6);
-    float *dz = randf(n, 1), *dg = nanf_buf(n), *du = nanf_buf(n);
-    float *zb = nanf_buf(n);
-    O->swiglu_bwd(g, u, dz, dg, du, zb, n);
+    // dz as the columns of a wider matrix (rows F + 3 apart)
+    int ld = F + 3;
+    float *dz = randf(n, 1), *dzw = nanf_buf((size_t)N * ld), *dgu = nanf_buf(2 * n), *zb = nanf_buf(n);
+    for (int r = 0; r < N; r++) memcpy(dzw + (size_t)r * ld, dz + (size_t)r * F, F * sizeof(float));
+    O->swiglu_bwd(gu, dzw, ld, dgu, zb, N, F);
     T_CHECK(!memcmp(zb, z, n * sizeof(float)), "swiglu bwd: its z has the forward's bits");
-    float *dgi = kda_malloc(n * sizeof(float)), *dui = nanf_buf(n); // dgate over dz, in place
-    memcpy(dgi, dz, n * sizeof(float));
-    O->swiglu_bwd(g, u, dgi, dgi, dui, NULL, n);
-    T_CHECK(!memcmp(dgi, dg, n * sizeof(float)) && !memcmp(dui, du, n * sizeof(float)),
-            "swiglu bwd in place (dgate = dz): the same bits");
-    free(zb);
-    free(dgi);
-    free(dui);
+    float *io = pack_halves(dz, z, N, F); // dgate over dz, in place (the up half overwritten)
+    O->swiglu_bwd(gu, io, 2 * F, io, NULL, N, F);
+    T_CHECK(!memcmp(io, dgu, 2 * n * sizeof(float)), "swiglu bwd in place (dz in dgu's gate columns): the same bits");
+    float *dg = half_of(dgu, 0, N, F), *du = half_of(dgu, 1, N, F);
     size_t sz[] = {n, n};
     double *dzd = to_d(dz, n);
     double *g0 = fd_grad(ref_swiglu, in, 0, sz, n, dzd, dm), *g1 = fd_grad(ref_swiglu, in, 1, sz, n, dzd, dm);
     T_REL("swiglu bwd d_gate", rel_d(dg, g0, n), 1e-5);
     T_REL("swiglu bwd d_up", rel_d(du, g1, n), 1e-5);
-    free(g);
-    free(u);
-    free(z);
-    free(dz);
-    free(dg);
-    free(du);
-    free(in[0]);
-    free(in[1]);
-    free(ref);
-    free(dzd);
-    free(g0);
-    free(g1);
+    float *p[] = {g, u, z, gu, dz, dzw, dgu, zb, io, dg, du};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+    double *q[] = {in[0], in[1], ref, dzd, g0, g1};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) free(q[i]);
 }
 
 static void test_embed_ce(void) {
@@ -480,6 +521,7 @@ int main(void) {
     test_linear();
     test_conv();
     test_strided_inputs();
+    test_conv_groups();
     test_swiglu();
     test_embed_ce();
     test_optim_ops();

@@ -6,7 +6,8 @@
 //   beta  = sigmoid(b_logit)
 //   o     = KDA(q, k, v, alpha, beta; scale, S0 = 0)          (§3.1 recurrence / §3.2 chunks)
 // Layouts (row-major, head-major features):
-//   q_raw, k_raw, f : [B, T, H, K]    v, o : [B, T, H, V]    b_logit : [B, T, H]
+//   q_raw, k_raw, f : [B, T, H, K]    v, o : [B, T, H, V]    b_logit : [B, T, H] with rows (tokens)
+//   kda_core_ldb(d) elements apart (the model's are columns of its projection buffer)
 //   A_log : [H]    dt_bias : [H*K]
 // Two algorithms compute the same function: KDA_RECURRENT (token by token) and KDA_CHUNKED
 // (WY/UT transform, chunk 64, partial last chunk masked). Backward of either gives the
@@ -26,7 +27,10 @@ typedef struct {
     int lean; // training: the backend may rerun the core's cheap elementwise prep in the backward
               // instead of keeping its outputs (recompute_modules core_prep); the CPU core keeps only
               // the chunk states either way
+    int ldb;  // b_logit and d_b_logit: token rows ldb elements apart (ldb >= H); 0: H (packed)
 } kda_core_dims;
+
+static inline int kda_core_ldb(const kda_core_dims *d) { return d->ldb ? d->ldb : d->H; }
 
 // Floats of saved state the forward writes for the backward (depends on dims and algo).
 size_t kda_core_saved_floats(const kda_core_dims *d);

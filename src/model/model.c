@@ -12,40 +12,42 @@
 #include "model/model_impl.h"
 
 struct kda_layer_acts {
-    void *h_in;                  // [N,d] layer input (residual stream)
-    float *rstd1;                // [N]
-    void *xn;                    // [N,d] attn_norm output
-    void *proj;                  // [N,P] the five projections of xn side by side (proj_cols_of)
-    void *q, *k, *v;             // conv+SiLU outputs (core inputs)
-    void *f;                     // [N,Dg]
-    void *b;                     // [N,H]
-    void *u;                     // [N,Dv]
-    void *core_saved;            // backend-defined
-    void *o;                     // [N,Dv] core output
-    float *rstd_o;               // [N*H]
-    void *y;                     // [N,Dv] gated norm output
-    void *h_mid;                 // [N,d] after the attention residual
-    float *rstd2;                // [N]
-    void *x2;                    // [N,d] mlp_norm output
-    void *gate, *up, *z;         // [N,F]
+    void *h_in;       // [N,d] layer input (residual stream)
+    float *rstd1;     // [N]
+    void *xn;         // [N,d] attn_norm output
+    void *proj;       // [N,P] the six projections of xn side by side (proj_cols_of)
+    void *q, *k, *v;  // conv+SiLU outputs (core inputs)
+    void *f;          // [N,Dg]
+    void *u;          // [N,Dv]
+    void *core_saved; // backend-defined
+    void *o;          // [N,Dv] core output
+    float *rstd_o;    // [N*H]
+    void *y;          // [N,Dv] gated norm output
+    void *h_mid;      // [N,d] after the attention residual
+    float *rstd2;     // [N]
+    void *x2;         // [N,d] mlp_norm output
+    void *gu;         // [N,2F] gate_proj and up_proj outputs side by side (one GEMM)
+    void *z;          // [N,F] SwiGLU output
 };
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
-    // dgate holds dz (the down_proj's input gradient) first: swiglu_bwd turns it into dgate in place
-    void *dgate, *dup, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *db, *tmp;
+    // dgu [N,2F] = (dgate | dup); its gate columns hold dz (the down_proj's input gradient) first:
+    // swiglu_bwd turns it into dgate in place
+    void *dgu, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *tmp;
     void *dproj; // [N,P] the gradient of acts' proj
 };
 
-// The five projections of the attention input xn (q, k, v, f_proj.0, g_proj.0) are one GEMM:
-// their weights follow each other in the parameter buffers (model_params.c), so together they are
-// one [P, d] weight, and their outputs are the columns of one [N, P] activation.
-static int proj_width(const kda_config *c) { return 2 * c->key_dim + c->value_dim + 2 * c->head_v_dim; }
+// The six projections of the attention input xn (q, k, v, f_proj.0, g_proj.0, b_proj) are one
+// GEMM: their weights follow each other in the parameter buffers (model_params.c), so together
+// they are one [P, d] weight, and their outputs are the columns of one [N, P] activation.
+static int proj_width(const kda_config *c) { return 2 * c->key_dim + c->value_dim + 2 * c->head_v_dim + c->num_heads; }
 
 // The columns of a [N, P] projection buffer (rows P = proj_width apart): q, k, v before the conv
-// (Dk, Dk, Dv wide) and the low-rank gate inputs f_low, g_low (r wide each).
+// (Dk, Dk, Dv wide), the low-rank gate inputs f_low, g_low (r wide each) and the beta logits b
+// (H wide; the KDA core reads them in place: kda_core_dims.ldb = P).
 typedef struct {
-    void *q, *k, *v, *f_low, *g_low;
+    void *q, *k, *v, *f_low, *g_low, *b;
 } proj_cols;
 
 static proj_cols proj_cols_of(const kda_model *m, void *proj) {
@@ -53,7 +55,8 @@ static proj_cols proj_cols_of(const kda_model *m, void *proj) {
     size_t e = (size_t)m->ops->act_bytes;
     int Dk = c->key_dim, Dv = c->value_dim, r = c->head_v_dim;
     char *p = proj;
-    return (proj_cols){p, p + e * Dk, p + e * 2 * Dk, p + e * (2 * Dk + Dv), p + e * (2 * Dk + Dv + r)};
+    return (proj_cols){
+        p, p + e * Dk, p + e * 2 * Dk, p + e * (2 * Dk + Dv), p + e * (2 * Dk + Dv + r), p + e * (2 * Dk + Dv + 2 * r)};
 }
 
 // ---- the model's backend buffers: sized in one place ---------------------------------------
@@ -90,7 +93,8 @@ static kda_core_dims core_dims_of(const kda_config *c, kda_core_algo algo, int B
                        .chunk = c->kda_chunk_size,
                        .scale = (float)(1.0 / sqrt((double)c->head_dim)),
                        .algo = algo,
-                       .lean = (recompute_mask(c) & RC_CORE_PREP) != 0};
+                       .lean = (recompute_mask(c) & RC_CORE_PREP) != 0,
+                       .ldb = proj_width(c)}; // b: columns of the projection buffer
     return d;
 }
 
@@ -193,7 +197,6 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(k, ACTS(z, &mm->acts_layers, N * Dk));
     ACT(v, ACTS(z, &mm->acts_layers, N * Dv));
     ACT(f, ACTS(z, &mm->acts_layers, N * Dg));
-    ACT(b, ACTS(z, &mm->acts_layers, N * H));
     ACT(u, ACTS(z, &mm->acts_layers, N * Dv));
     {
         size_t c0 = mm->acts_layers;
@@ -206,8 +209,7 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(h_mid, ACTS(z, &mm->acts_layers, N * d));
     ACT(rstd2, F32S(z, &mm->acts_layers, N));
     ACT(x2, ACTS(z, &mm->acts_layers, N * d));
-    ACT(gate, ACTS(z, &mm->acts_layers, N * F));
-    ACT(up, ACTS(z, &mm->acts_layers, N * F));
+    ACT(gu, ACTS(z, &mm->acts_layers, N * 2 * F));
     ACT(z, ACTS(z, &mm->acts_layers, N * F));
 #undef ACT
 }
@@ -258,8 +260,7 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     // gradient scratch (one set, reused by every layer)
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
     size_t *p = &mm->grad_scratch;
-    g->dgate = ACTS(z, p, N * F);
-    g->dup = ACTS(z, p, N * F);
+    g->dgu = ACTS(z, p, N * 2 * F);
     g->dx2 = ACTS(z, p, N * d);
     g->dy = ACTS(z, p, N * Dv);
     g->d_o = ACTS(z, p, N * Dv);
@@ -269,7 +270,6 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     g->dk = ACTS(z, p, N * Dk);
     g->dv = ACTS(z, p, N * Dv);
     g->df = ACTS(z, p, N * Dg);
-    g->db = ACTS(z, p, N * H);
     g->dproj = ACTS(z, p, N * proj_width(c));
     g->tmp = ACTS(z, p, N * d); // the head's input gradient
 }
@@ -387,15 +387,34 @@ typedef struct {
     float *S;
 } layer_state;
 
-// conv + SiLU of one channel group (columns of the projection buffer, rows P apart),
-// continuing from tail when there is one.
-static void conv_silu(const kda_model *m, void *tail, const void *x, const float *w, void *y, int B, int T, int C,
-                      int W) {
-    int P = proj_width(&m->cfg);
-    if (tail)
-        m->ops->conv_silu_step(tail, x, P, w, y, B, T, C, W);
-    else
-        m->ops->conv_silu_fwd(x, P, w, y, B, T, C, W);
+// The short conv's channel groups q, k, v of layer l: columns 0, Dk, 2Dk of the projection
+// buffer; outputs a->q, a->k, a->v; with dq, dk, dv (the backward) their gradients and the
+// weights' gradients.
+static void conv_groups(const kda_model *m, int l, void *dq, void *dk, void *dv, kda_conv_group g[3]) {
+    const kda_config *c = &m->cfg;
+    const kda_layer_params *p = &m->layer[l];
+    const kda_layer_acts *a = &m->acts[l];
+    int Dk = c->key_dim, Dv = c->value_dim;
+    g[0] = (kda_conv_group){0, Dk, SP(p->q_conv), a->q, dq, dq ? GP(p->q_conv) : NULL};
+    g[1] = (kda_conv_group){Dk, Dk, SP(p->k_conv), a->k, dk, dk ? GP(p->k_conv) : NULL};
+    g[2] = (kda_conv_group){2 * Dk, Dv, SP(p->v_conv), a->v, dv, dv ? GP(p->v_conv) : NULL};
+}
+
+// conv + SiLU of q, k, v from the projection buffer (rows P apart): in training one call for the
+// three; in decoding each group continues from its tail.
+static void conv_silu_qkv(const kda_model *m, int l, const layer_state *st, int B, int T) {
+    const kda_config *c = &m->cfg;
+    int P = proj_width(c), W = c->conv_size;
+    kda_conv_group g[3];
+    conv_groups(m, l, NULL, NULL, NULL, g);
+    const char *x = m->acts[l].proj;
+    if (!st) {
+        m->ops->conv_silu_fwd(x, P, g, 3, B, T, W);
+        return;
+    }
+    for (int i = 0; i < 3; i++)
+        m->ops->conv_silu_step(st->tail[i], x + (size_t)g[i].col * m->ops->act_bytes, P, g[i].w, g[i].y, B, T, g[i].C,
+                               W);
 }
 
 // Input is m->acts[l].h_in (written by the previous layer or the embedding). With st (decoding)
@@ -406,31 +425,27 @@ static void layer_fwd(kda_model *m, int l, void *h_out, int B, int T, const laye
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
-    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dv = c->value_dim;
+    int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, P = proj_width(c);
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     if (st) cd.algo = T > 1 ? KDA_CHUNKED : KDA_RECURRENT;
 
     o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
-    o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0
+    o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P); // q, k, v, f_proj.0, g_proj.0, b
     proj_cols x = proj_cols_of(m, a->proj);
-    conv_silu(m, st ? st->tail[0] : NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[1] : NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
-    conv_silu(m, st ? st->tail[2] : NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
+    conv_silu_qkv(m, l, st, B, T);
     o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
-    o->linear_fwd(a->xn, d, WP(p->b_proj), NULL, NULL, a->b, N, d, H);
     o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     if (st)
-        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved, st->S);
+        o->kda_fwd_state(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved, st->S);
     else
-        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
     o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d); // + the residual
     o->rmsnorm_fwd(a->h_mid, SP(p->mlp_norm), a->x2, a->rstd2, N, d, eps);
-    o->linear_fwd(a->x2, d, WP(p->gate_proj), NULL, NULL, a->gate, N, d, F);
-    o->linear_fwd(a->x2, d, WP(p->up_proj), NULL, NULL, a->up, N, d, F);
-    o->swiglu_fwd(a->gate, a->up, a->z, (size_t)N * F);
+    o->linear_fwd(a->x2, d, WP(p->gate_proj), NULL, NULL, a->gu, N, d, 2 * F); // gate_proj and up_proj
+    o->swiglu_fwd(a->gu, a->z, N, F);
     o->linear_fwd(a->z, F, WP(p->down_proj), NULL, a->h_mid, h_out, N, F, d);
 }
 
@@ -447,7 +462,7 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, W = c->conv_size;
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dv = c->value_dim;
     float eps = (float)c->norm_eps;
     kda_core_dims cd = core_dims(m, B, T);
     // in the forward's order: each module's inputs are saved or rewritten above it
@@ -456,17 +471,13 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     if ((rc & RC_LAYERNORM) && !w.xn) o->rmsnorm_fwd(a->h_in, SP(p->attn_norm), a->xn, a->rstd1, N, d, eps);
     if (rc & RC_IN_PROJ) o->linear_fwd(a->xn, d, WP(p->q_proj), NULL, NULL, a->proj, N, d, P);
     proj_cols x = proj_cols_of(m, a->proj);
-    if (rc & RC_CONV) {
-        conv_silu(m, NULL, x.q, SP(p->q_conv), a->q, B, T, Dk, W);
-        conv_silu(m, NULL, x.k, SP(p->k_conv), a->k, B, T, Dk, W);
-        conv_silu(m, NULL, x.v, SP(p->v_conv), a->v, B, T, Dv, W);
-    }
+    if (rc & RC_CONV) conv_silu_qkv(m, l, NULL, B, T);
     if (rc & RC_GATES) {
         o->linear_fwd(x.f_low, P, WP(p->f_proj1), NULL, NULL, a->f, N, r, Dg);
         o->linear_fwd(x.g_low, P, WP(p->g_proj1), WP(p->g_proj1_bias), NULL, a->u, N, r, Dv);
     }
     if (rc & RC_CORE) // rewrites o with the same bits
-        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
+        o->kda_fwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->o, a->core_saved);
     if ((rc & RC_GATED_NORM) && !w.y)
         o->gated_rmsnorm_fwd(a->o, a->u, SP(p->o_norm), a->y, a->rstd_o, N * H, c->head_v_dim, eps);
     if (rc & RC_O_PROJ) o->linear_fwd(a->y, Dv, WP(p->o_proj), NULL, a->h_in, a->h_mid, N, Dv, d);
@@ -479,7 +490,7 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
     kda_layer_acts *a = &m->acts[l];
-    int N = B * T, d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim;
+    int N = B * T, d = c->hidden_size, H = c->num_heads, Dv = c->value_dim;
     int Dg = H * c->head_dim, r = c->head_v_dim, F = c->intermediate_size, W = c->conv_size, P = proj_width(c);
     kda_core_dims cd = core_dims(m, B, T);
     recompute_for_bwd(m, l, B, T);
@@ -492,15 +503,14 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     void *xn_out = w.xn ? a->xn : NULL;
     kda_grad_scratch *g = m->gs;
 
-    // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid)
-    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dgate, NULL, NULL, N, F, d, 0);  // dz, into dgate's buffer
-    o->swiglu_bwd(a->gate, a->up, g->dgate, g->dgate, g->dup, z_out, (size_t)N * F); // dgate over dz, in place
+    // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid); gate and
+    // up are one GEMM of width 2F each way (their weights and gradients follow each other)
+    o->linear_bwd(NULL, 2 * F, WP(p->down_proj), dh, g->dgu, NULL, NULL, N, F, d, 0); // dz, into dgu's gate columns
+    o->swiglu_bwd(a->gu, g->dgu, 2 * F, g->dgu, z_out, N, F);                         // dgate over dz, in place
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
-    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgate, g->dx2, NULL, NULL, N, d, F, 0);
-    o->linear_bwd(NULL, d, WP(p->up_proj), g->dup, g->dx2, NULL, NULL, N, d, F, 1);
+    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgu, g->dx2, NULL, NULL, N, d, 2 * F, 0);
     o->rmsnorm_bwd(a->h_mid, SP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
-    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgate, NULL, GP(p->gate_proj), NULL, N, d, F, 0);
-    o->linear_bwd(a->x2, d, WP(p->up_proj), g->dup, NULL, GP(p->up_proj), NULL, N, d, F, 0);
+    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgu, NULL, GP(p->gate_proj), NULL, N, d, 2 * F, 0);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
     o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);
@@ -508,17 +518,15 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
                          c->head_v_dim);
     o->linear_bwd(a->y, Dv, WP(p->o_proj), dh, NULL, GP(p->o_proj), NULL, N, Dv, d, 0);
     o->linear_bwd(x.g_low, P, WP(p->g_proj1), g->du, dx.g_low, GP(p->g_proj1), GP(p->g_proj1_bias), N, r, Dv, 0);
-    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, a->b, SP(p->A_log), SP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
-               g->dv, g->df, g->db, GP(p->A_log), GP(p->dt_bias));
+    o->kda_bwd(&cd, a->q, a->k, a->v, a->f, x.b, SP(p->A_log), SP(p->dt_bias), a->core_saved, g->d_o, g->dq, g->dk,
+               g->dv, g->df, dx.b, GP(p->A_log), GP(p->dt_bias));
     o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
-    o->linear_bwd(NULL, d, WP(p->b_proj), g->db, g->dxn, NULL, NULL, N, d, H, 0);
-    o->conv_silu_bwd(x.q, P, SP(p->q_conv), g->dq, dx.q, GP(p->q_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.k, P, SP(p->k_conv), g->dk, dx.k, GP(p->k_conv), B, T, Dk, W);
-    o->conv_silu_bwd(x.v, P, SP(p->v_conv), g->dv, dx.v, GP(p->v_conv), B, T, Dv, W);
-    // q, k, v, f_proj.0, g_proj.0 at once: their gradients are the columns of dproj
-    o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 1);
+    kda_conv_group cg[3];
+    conv_groups(m, l, g->dq, g->dk, g->dv, cg);
+    o->conv_silu_bwd(a->proj, P, m->gs->dproj, cg, 3, B, T, W);
+    // q, k, v, f_proj.0, g_proj.0, b_proj at once: their gradients are the columns of dproj
+    o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 0);
     o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
-    o->linear_bwd(a->xn, d, WP(p->b_proj), g->db, NULL, GP(p->b_proj), NULL, N, d, H, 0);
     o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
 }
 

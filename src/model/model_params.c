@@ -1,8 +1,8 @@
 // model_params.c — the model's parameters (model.h): the table of FLA's names, shapes and order
 // (kda-model.md §5.3) with each tensor's place in the flat fp32 buffers (16-float aligned, in
 // registration order: the embedding, then layer by layer, then the final norm; except that a
-// layer's q_proj, k_proj, v_proj, f_proj.0 and g_proj.0 follow each other unpadded, as one
-// projection weight for model.c), the queries on it
+// layer's q_proj, k_proj, v_proj, f_proj.0, g_proj.0 and b_proj follow each other unpadded, as one
+// projection weight for model.c, and so do its gate_proj and up_proj), the queries on it
 // (find by name, count, a layer's float range) and the §4 initialisation from a seed.
 // Promises: the layout depends on the config only (checkpoints, the memory plan and data-parallel
 // shards rely on it); the same seed gives the same weights on every backend (drawn on the host in
@@ -32,24 +32,33 @@ static int add_param(kda_model *m, int cap, const char *name, int ndim, const in
     return m->n_params++; // its offset: place_params
 }
 
+// The parameters of a layer that one GEMM reads as one weight: each group's tensors follow each
+// other unpadded (model.c: the attention input projection; gate and up). Returns the count (<= 6).
+static int weight_group(const kda_layer_params *lp, int first, int *members) {
+    if (first == lp->q_proj) {
+        const int g[] = {lp->q_proj, lp->k_proj, lp->v_proj, lp->f_proj0, lp->g_proj0, lp->b_proj};
+        memcpy(members, g, sizeof g);
+        return 6;
+    }
+    if (first == lp->gate_proj) {
+        members[0] = lp->gate_proj, members[1] = lp->up_proj;
+        return 2;
+    }
+    return 0;
+}
+
 // Offsets in registration order (the order the initialisation draws in), each tensor 16-float
-// aligned, except that each layer's q_proj is followed at once by its k_proj, v_proj, f_proj.0
-// and g_proj.0: one [P, d] weight for the layer's projection GEMM (model.c; only the group's
-// start is aligned).
+// aligned, except the members of a weight group (weight_group), placed at their first member's
+// turn one after another (only the group's start is aligned).
 static void place_params(kda_model *m) {
     char *placed = kda_calloc(m->n_params, 1);
     size_t off = 0;
     for (int i = 0; i < m->n_params; i++) {
         if (placed[i]) continue;
-        const kda_layer_params *lp = NULL;
-        for (int l = 0; l < m->cfg.num_hidden_layers && !lp; l++)
-            if (m->layer[l].q_proj == i) lp = &m->layer[l];
-        if (!lp) {
-            m->params[i].offset = off, off += kda_param_span(m->params[i].numel), placed[i] = 1;
-            continue;
-        }
-        const int group[] = {lp->q_proj, lp->k_proj, lp->v_proj, lp->f_proj0, lp->g_proj0};
-        for (int g = 0; g < 5; g++)
+        int group[6], n = 0;
+        for (int l = 0; l < m->cfg.num_hidden_layers && !n; l++) n = weight_group(&m->layer[l], i, group);
+        if (!n) group[0] = i, n = 1;
+        for (int g = 0; g < n; g++)
             m->params[group[g]].offset = off, off += m->params[group[g]].numel, placed[group[g]] = 1;
         off = kda_param_span(off);
     }
@@ -61,8 +70,8 @@ static void place_params(kda_model *m) {
 static void mark_small_params(kda_model *m) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         const kda_layer_params *lp = &m->layer[l];
-        const int mine[] = {lp->attn_norm, lp->q_conv, lp->k_conv, lp->v_conv, lp->A_log,
-                            lp->dt_bias,   lp->o_norm, lp->mlp_norm};
+        const int mine[] = {lp->attn_norm, lp->q_conv,  lp->k_conv, lp->v_conv,
+                            lp->A_log,     lp->dt_bias, lp->o_norm, lp->mlp_norm};
         for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) m->params[mine[i]].small = 1;
     }
     m->params[m->final_norm].small = 1;

@@ -37,7 +37,8 @@ typedef struct {
 // backend's scratch plan (scratch_bytes below; mem_plan.h). With N = B·T and H = core.H, a step
 // calls: lm_head_ce (N, d, NV), embed_bwd (N, d), linear_bwd (N rows; the one with a bias,
 // g_proj.1, of width Dv), rmsnorm_bwd (N, d), gated_rmsnorm_bwd (N·H rows of core.V),
-// conv_silu_bwd (B, T, Dk or Dv channels, W), kda_fwd and kda_bwd (core), and sumsq, adamw_multi.
+// conv_silu_bwd (B, T, the groups Dk, Dk, Dv in one call, W), kda_fwd and kda_bwd (core), and sumsq,
+// adamw_multi.
 typedef struct {
     int B, T;           // micro-batch: N = B*T tokens
     int d, NV, F, W;    // hidden size, vocabulary, intermediate size, conv width
@@ -50,6 +51,18 @@ typedef struct {
     size_t offset, n; // in elements
     float wd;         // weight decay
 } kda_adamw_seg;
+
+// One channel group of a short-conv call: columns [col, col + C) of the input x (and of its
+// gradient dx), weights w [C, W] (S); forward output y [B,T,C] packed; backward: the output's
+// gradient dy [B,T,C] packed, dw [C, W] accumulated (+=). The model's call has three: q, k, v.
+enum { KDA_CONV_MAX_GROUPS = 4 };
+typedef struct {
+    int col, C;
+    const float *w;
+    void *y;        // forward
+    const void *dy; // backward
+    float *dw;      // backward
+} kda_conv_group;
 
 typedef struct kda_ops {
     const char *name; // "cpu" | "cuda"
@@ -102,8 +115,8 @@ typedef struct kda_ops {
     void (*gated_rmsnorm_fwd)(const void *o, const void *u, const float *w, void *y, float *rstd, int rows, int V,
                               float eps);
     // y (may be NULL): the forward's output, the bits gated_rmsnorm_fwd writes
-    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
-                              void *du, float *dw, void *y, int rows, int V);
+    void (*gated_rmsnorm_bwd)(const void *o, const void *u, const float *w, const float *rstd, const void *dy,
+                              void *d_o, void *du, float *dw, void *y, int rows, int V);
 
     // ---- linear ----
     // The input x (and its gradient dx) may be columns of a wider matrix: row n at x + n·ldx
@@ -117,19 +130,20 @@ typedef struct kda_ops {
                        int In, int O, int accumulate);
 
     // ---- short conv ----
-    // y[b,t,c] = silu(Σ_j w[c,j]·x[b,t−W+1+j,c]), zero history; y [B,T,C] packed, w [C,W]; x
-    // (and dx) [B,T,C] with rows ldx elements apart (ldx >= C: columns of a wider matrix)
-    void (*conv_silu_fwd)(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
-    void (*conv_silu_bwd)(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T,
-                          int C, int W);
+    // Per group (kda_conv_group, 1..KDA_CONV_MAX_GROUPS, columns not overlapping): y[b,t,c] =
+    // silu(Σ_j w[c,j]·x[b,t−W+1+j,col+c]), zero history; x and dx have rows ldx elements apart
+    // (columns of a wider matrix). One call for all groups: one pass over the input's columns.
+    void (*conv_silu_fwd)(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W);
+    // dx written in the groups' columns only; each group's dw +=
+    void (*conv_silu_bwd)(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W);
 
     // ---- KDA core (see kda_core.h for the math and layouts; 'saved' is backend memory) ----
     size_t (*kda_saved_bytes)(const kda_core_dims *dims);
     void (*kda_fwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
                     const void *b, const float *A_log, const float *dt_bias, void *o, void *saved);
     void (*kda_bwd)(const kda_core_dims *dims, const void *q, const void *k, const void *v, const void *f,
-                    const void *b, const float *A_log, const float *dt_bias, const void *saved, const void *d_o, void *dq,
-                    void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
+                    const void *b, const float *A_log, const float *dt_bias, const void *saved, const void *d_o,
+                    void *dq, void *dk, void *dv, void *df, void *db, float *dA_log, float *ddt_bias);
 
     // ---- generation: forwards that continue from a recurrent state (no backward) ----
     // Short conv over [tail | x] along time: tail [B,W−1,C] (A) holds the W−1 inputs before
@@ -145,10 +159,13 @@ typedef struct kda_ops {
                           const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 
     // ---- MLP / residual ----
-    // z = silu(gate)·up
-    void (*swiglu_fwd)(const void *gate, const void *up, void *z, size_t n);
-    // z (may be NULL): the forward's product, the bits swiglu_fwd writes; dgate may be dz (in place)
-    void (*swiglu_bwd)(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
+    // gu [N,2F]: gate in columns [0,F) of each row, up in [F,2F) (one GEMM writes both: model.c);
+    // z [N,F] = silu(gate)·up
+    void (*swiglu_fwd)(const void *gu, void *z, int N, int F);
+    // dgu [N,2F] = (dgate | dup) written; dz [N,F] with rows lddz apart (lddz >= F). dz may be dgu
+    // with lddz = 2F (in place: dgu's gate columns hold dz on entry). z (may be NULL): the forward's
+    // product, the bits swiglu_fwd writes
+    void (*swiglu_bwd)(const void *gu, const void *dz, int lddz, void *dgu, void *z, int N, int F);
 
     // ---- optimizer ----
     double (*sumsq)(const float *g, size_t n); // Σ g² (host double)

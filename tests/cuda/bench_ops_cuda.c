@@ -9,6 +9,7 @@
 // A table last (one line per op: name, ms, GB/s, % of copy, calls per step, ms per step).
 //   bench_ops_cuda [tokens]     (default 65536; a multiple of 2048)
 #include "cuda/cuda_test_util.h"
+#include "conv_one.h"
 
 #include <cuda_runtime_api.h>
 
@@ -54,7 +55,7 @@ static double time_ms(bench_fn f, void *ctx) {
 // ---- the shapes and buffers ----
 static int B = 32, T = 2048, N, D = 1024, H = 8, K = 32, V = 64, F = 4096, W = 4, NV = 128256;
 static void *x_, *y_, *dy_, *dx_, *w_, *o_, *u_, *go_, *gdy_, *gdo_, *gdu_, *cx_, *cy_, *cdy_, *cdx_;
-static void *sg_, *su_, *sz_, *sdz_, *sdg_, *sdu_, *cw_, *hid_, *E_, *ce_dx_;
+static void *sgu_, *sz_, *sdz_, *sdgu_, *cw_, *hid_, *E_, *ce_dx_;
 static float *rstd_, *dw_, *grstd_, *gw_f_, *cdw_, *dE_;
 static int32_t *tg_;
 static int conv_c;
@@ -80,11 +81,18 @@ static void f_grms_bwd(void *c) {
 static void f_grms_bwd_y(void *c) {
     (void)c, CU->gated_rmsnorm_bwd(o_, u_, w_, grstd_, gdy_, gdo_, gdu_, gw_f_, go_, N * H, V);
 }
-static void f_conv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
-static void f_conv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
-static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sg_, su_, sz_, (size_t)N * F); }
-static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, NULL, (size_t)N * F); }
-static void f_swiglu_bwd_z(void *c) { (void)c, CU->swiglu_bwd(sg_, su_, sdz_, sdg_, sdu_, sz_, (size_t)N * F); }
+static void f_conv_fwd(void *c) { (void)c, conv_fwd1(CU, cx_, conv_c, cw_, cy_, B, T, conv_c, W); }
+static void f_conv_bwd(void *c) { (void)c, conv_bwd1(CU, cx_, conv_c, cw_, cdy_, cdx_, cdw_, B, T, conv_c, W); }
+// q, k, v in one call, as the model makes it: columns of the [N, P] projection buffer
+static kda_conv_group qkv_[3];
+static int qkv_ld;
+static void f_conv_qkv_fwd(void *c) { (void)c, CU->conv_silu_fwd(cx_, qkv_ld, qkv_, 3, B, T, W); }
+static void f_conv_qkv_bwd(void *c) { (void)c, CU->conv_silu_bwd(cx_, qkv_ld, cdx_, qkv_, 3, B, T, W); }
+// gate and up as the halves of one [N, 2F] GEMM output, dz packed [N, F] (the model's dz sits in
+// dgu's gate columns: the same bytes)
+static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sgu_, sz_, N, F); }
+static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sgu_, sdz_, F, sdgu_, NULL, N, F); }
+static void f_swiglu_bwd_z(void *c) { (void)c, CU->swiglu_bwd(sgu_, sdz_, F, sdgu_, sz_, N, F); }
 static void f_sumsq(void *c) { (void)c, CU->sumsq(pg_, P); }
 static void f_nonfinite(void *c) { (void)c, CU->has_nonfinite(pg_, P); }
 static void f_adamw_multi(void *c) {
@@ -178,6 +186,10 @@ int main(int argc, char **argv) {
     bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * f4 + N * f4, 25);
     bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 25);
     bench("rmsnorm_bwd + y (recompute fused)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 25);
+    setenv("KDA_NORM_GENERIC", "1", 1); // the general 16-byte kernel, for comparison
+    bench("rmsnorm_bwd (general kernel)", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 0);
+    bench("rmsnorm_bwd + y (general kernel)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 0);
+    unsetenv("KDA_NORM_GENERIC");
     size_t gr = (size_t)N * H;
     double gn = (double)gr * V;
     o_ = d_rand_bf(gr * V, 1), u_ = d_rand_bf(gr * V, 1), gdy_ = d_rand_bf(gr * V, 1);
@@ -199,22 +211,39 @@ int main(int argc, char **argv) {
         cy_ = CU->alloc((size_t)N * conv_c * 2), cdx_ = CU->alloc((size_t)N * conv_c * 2);
         cdw_ = CU->alloc((size_t)conv_c * W * 4);
         CU->zero(cdw_, (size_t)conv_c * W * 4);
-        bench(pass ? "conv_silu_fwd [65536x512] (v)" : "conv_silu_fwd [65536x256] (q, k)", f_conv_fwd,
-              n * bf * 2 + conv_c * W * f4, pass ? 12 : 24);
-        bench(pass ? "conv_silu_bwd [65536x512] (v)" : "conv_silu_bwd [65536x256] (q, k)", f_conv_bwd,
-              n * bf * 3 + conv_c * W * f4 + 2.0 * conv_c * W * f4, pass ? 12 : 24);
+        bench(pass ? "conv_silu_fwd [65536x512] (v alone)" : "conv_silu_fwd [65536x256] (q or k alone)", f_conv_fwd,
+              n * bf * 2 + conv_c * W * f4, 0);
+        bench(pass ? "conv_silu_bwd [65536x512] (v alone)" : "conv_silu_bwd [65536x256] (q or k alone)", f_conv_bwd,
+              n * bf * 3 + conv_c * W * f4 + 2.0 * conv_c * W * f4, 0);
         CU->free(cx_), CU->free(cdy_), CU->free(cw_), CU->free(cy_), CU->free(cdx_), CU->free(cdw_);
+    }
+    { // the model's call: q, k, v (256, 256, 512 channels) from a [N, 1160] projection buffer
+        int Cs[3] = {H * K, H * K, H * V}, Ct = Cs[0] + Cs[1] + Cs[2];
+        qkv_ld = Ct + 2 * 64 + H; // + f_proj.0, g_proj.0, b_proj
+        double n = (double)N * Ct;
+        cx_ = d_rand_bf((size_t)N * qkv_ld, 1), cdx_ = CU->alloc((size_t)N * qkv_ld * 2);
+        for (int i = 0, col = 0; i < 3; col += Cs[i], i++) {
+            void *w = d_rand_f32((size_t)Cs[i] * W, 0.5, 0), *dw = CU->alloc((size_t)Cs[i] * W * 4);
+            CU->zero(dw, (size_t)Cs[i] * W * 4);
+            qkv_[i] = (kda_conv_group){col, Cs[i], w, CU->alloc((size_t)N * Cs[i] * 2),
+                                       d_rand_bf((size_t)N * Cs[i], 1), dw};
+        }
+        bench("conv_silu_fwd q,k,v one call [65536x1024]", f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, 12);
+        bench("conv_silu_bwd q,k,v one call", f_conv_qkv_bwd, n * bf * 3 + 3.0 * Ct * W * f4, 12);
+        for (int i = 0; i < 3; i++)
+            CU->free((void *)qkv_[i].w), CU->free(qkv_[i].y), CU->free((void *)qkv_[i].dy), CU->free(qkv_[i].dw);
+        CU->free(cx_), CU->free(cdx_);
     }
     CU->free(x_), CU->free(dy_), CU->free(w_), CU->free(y_), CU->free(dx_), CU->free(rstd_), CU->free(dw_);
 
     // SwiGLU [N, 4096]
     size_t sn = (size_t)N * F;
-    sg_ = d_rand_bf(sn, 1), su_ = d_rand_bf(sn, 1), sdz_ = d_rand_bf(sn, 1);
-    sz_ = CU->alloc(sn * 2), sdg_ = CU->alloc(sn * 2), sdu_ = CU->alloc(sn * 2);
+    sgu_ = d_rand_bf(2 * sn, 1), sdz_ = d_rand_bf(sn, 1);
+    sz_ = CU->alloc(sn * 2), sdgu_ = CU->alloc(2 * sn * 2);
     bench("swiglu_fwd [65536x4096]", f_swiglu_fwd, (double)sn * bf * 3, 12);
     bench("swiglu_bwd", f_swiglu_bwd, (double)sn * bf * 5, 12);
     bench("swiglu_bwd + z (recompute fused)", f_swiglu_bwd_z, (double)sn * bf * 6, 12);
-    CU->free(sg_), CU->free(su_), CU->free(sdz_), CU->free(sz_), CU->free(sdg_), CU->free(sdu_);
+    CU->free(sgu_), CU->free(sdz_), CU->free(sz_), CU->free(sdgu_);
 
     // optimizer over ~300M parameters in 507 tensors: the tied embedding, then 506 of equal size
     // (16-float aligned like the model's)
@@ -247,6 +276,9 @@ int main(int argc, char **argv) {
     CU->to_device(tg_, tg, (size_t)N * 4);
     double lg = (double)N * NV * bf;
     bench("lm_head_ce train (3 GEMMs + CE rows)", f_ce, lg * 3, 1);
+    setenv("KDA_CE_CLUSTER", "0", 1); // the on-chip row kernel, one block a row, for comparison
+    bench("lm_head_ce train, one block a row", f_ce, lg * 3, 0);
+    unsetenv("KDA_CE_CLUSTER");
     bench("lm_head_ce forward (1 GEMM + CE rows)", f_ce_fwd, lg * 1, 0);
     CU->free(hid_), CU->free(E_), CU->free(ce_dx_), CU->free(dE_), CU->free(tg_);
     free(tg), free(segs);

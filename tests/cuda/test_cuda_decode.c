@@ -16,6 +16,7 @@
 //      (bf16 noise is ~1e-2 of it), and the GPU decoder agrees with the GPU's own full-sequence forward
 //      (recurrent kernel vs chunked kernels: 3e-2).
 // Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
+#include "conv_one.h"
 #include "cuda/kda_inputs.h"
 #include "infer/generate.h"
 #include "model/model.h"
@@ -39,7 +40,7 @@ static void test_conv_step(int B, int T, int C, int W) {
     CU->zero(t_, (size_t)B * P * C * 2);
     void *y2_ = d_bf_nan((size_t)B * T * C), *y3_ = d_bf_nan((size_t)B * T * C);
     CU->conv_silu_step(t_, x_, C, w_, y2_, B, T, C, W);
-    CU->conv_silu_fwd(x_, C, w_, y3_, B, T, C, W);
+    conv_fwd1(CU, x_, C, w_, y3_, B, T, C, W);
     float *y2 = h_of_bf(y2_, (size_t)B * T * C), *y3 = h_of_bf(y3_, (size_t)B * T * C);
     T_CHECK(n_nonfinite(y2, (size_t)B * T * C) == 0 && !memcmp(y2, y3, (size_t)B * T * C * 4),
             "conv_silu_step from a zero tail == conv_silu_fwd (T=%d)", T);
@@ -107,6 +108,21 @@ static void test_core_state(int B, int T, int H, int K, int V, int chunk, kda_co
         T_CHECK(same, "recurrent: 4 tokens then 3 from the state = 7 at once (bitwise: o and state)");
         for (int i = 0; i < 5; i++) free(in1[i]), free(in2[i]), CU->free(p1[i]), CU->free(p2[i]);
         CU->free(o1_), CU->free(o2_), free(S2), free(o2), free(o_tail);
+    }
+    { // b as the columns of a wider matrix (kda_core_dims.ldb, as the model passes it): the packed call's bits
+        kda_core_dims ds = x.d;
+        ds.ldb = H + 5;
+        size_t rows = (size_t)B * T, wide = rows * ds.ldb;
+        float *bw = h_randn(wide, 1);
+        for (size_t t = 0; t < rows; t++) memcpy(bw + t * ds.ldb, x.b + t * H, (size_t)H * 4);
+        void *bw_ = d_bf(bw, wide), *os_ = d_bf_nan(x.nv);
+        float *Ss_ = d_f32(S0, nS);
+        void *ss = algo == KDA_CHUNKED ? CU->alloc(CU->kda_saved_bytes(&ds)) : NULL;
+        CU->kda_fwd_state(&ds, q_, k_, v_, f_, bw_, A_, dt_, os_, ss, Ss_);
+        float *os = h_of_bf(os_, x.nv), *Ss = h_of_f32(Ss_, nS);
+        T_CHECK(!memcmp(os, o, x.nv * 4) && !memcmp(Ss, S, nS * 4),
+                "kda_fwd_state %s: b with rows %d apart gives the packed call's o and state bits", form, ds.ldb);
+        CU->free(bw_), CU->free(os_), CU->free(Ss_), CU->free(ss), free(bw), free(os), free(Ss);
     }
     CU->free(q_), CU->free(k_), CU->free(v_), CU->free(f_), CU->free(b_), CU->free(A_), CU->free(dt_);
     CU->free(o_), CU->free(S_), CU->free(saved);

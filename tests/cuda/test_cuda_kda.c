@@ -9,7 +9,8 @@
 // heads (K=32, V=64), partial last chunks, K=V=128 and odd sizes (16-byte and element-wise
 // operand loads), chunks 32 and 40. Outputs are
 // NaN-poisoned; dA_log/ddt_bias accumulate onto random values; a second backward must give
-// the same bits, and so must the lean form (kda_core_dims.lean: the prep rerun in the backward). Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
+// the same bits, and so must the lean form (kda_core_dims.lean: the prep rerun in the backward)
+// and b / db as the columns of a wider matrix (kda_core_dims.ldb). Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include "cuda/kda_inputs.h"
 
 static void run_case(int B, int T, int H, int K, int V, int chunk) {
@@ -110,6 +111,40 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         for (int i = 0; i < 8; i++) free(got[i]);
         CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(db_), CU->free(dA_), CU->free(ddt_);
         CU->free(sl), CU->free(ol_);
+    }
+    { // b and db as columns of a wider matrix (kda_core_dims.ldb, as the model passes them): the same
+        // bits, the columns between b's rows untouched
+        kda_core_dims ds = dg;
+        ds.ldb = H + 5;
+        size_t rows = (size_t)B * T, wide = rows * ds.ldb;
+        float *bw = h_randn(wide, 1);
+        for (size_t t = 0; t < rows; t++) memcpy(bw + t * ds.ldb, x.b + t * H, (size_t)H * 4);
+        void *bw_ = d_bf(bw, wide), *dbw_ = d_bf_nan(wide), *os_ = d_bf_nan(x.nv),
+             *ss = CU->alloc(CU->kda_saved_bytes(&ds));
+        CU->kda_fwd(&ds, q_, k_, v_, f_, bw_, A_, dt_, os_, ss);
+        void *dq_ = d_bf_nan(x.nk), *dk_ = d_bf_nan(x.nk), *dv_ = d_bf_nan(x.nv), *df_ = d_bf_nan(x.nk);
+        float *dA_ = d_f32(dA0, H), *ddt_ = d_f32(ddt0, (size_t)H * K);
+        CU->kda_bwd(&ds, q_, k_, v_, f_, bw_, A_, dt_, ss, dO_, dq_, dk_, dv_, df_, dbw_, dA_, ddt_);
+        float *got[8] = {h_of_bf(dq_, x.nk),
+                         h_of_bf(dk_, x.nk),
+                         h_of_bf(dv_, x.nv),
+                         h_of_bf(df_, x.nk),
+                         h_of_bf(dbw_, wide),
+                         h_of_f32(dA_, H),
+                         h_of_f32(ddt_, (size_t)H * K),
+                         h_of_bf(os_, x.nv)};
+        int eq = !memcmp(got[7], o, x.nv * 4), gaps = 1;
+        for (int i = 0; i < 7; i++)
+            if (i != 4) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
+        for (size_t t = 0; t < rows; t++) {
+            eq &= !memcmp(got[4] + t * ds.ldb, res[1][4] + t * H, (size_t)H * 4);
+            for (int j = H; j < ds.ldb; j++) gaps &= isnan(got[4][t * ds.ldb + j]);
+        }
+        T_CHECK(eq, "b and db with rows %d apart: the packed call's output and gradient bits", ds.ldb);
+        T_CHECK(gaps, "db with rows %d apart: the columns between its rows untouched", ds.ldb);
+        for (int i = 0; i < 8; i++) free(got[i]);
+        CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(dbw_), CU->free(dA_), CU->free(ddt_);
+        CU->free(bw_), CU->free(os_), CU->free(ss), free(bw);
     }
     for (int r = 0; r < 2; r++)
         for (int i = 0; i < 7; i++) free(res[r][i]);

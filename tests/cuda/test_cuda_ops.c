@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cuda/cuda_test_util.h"
+#include "conv_one.h"
 #include "test_die.h"
 
 // ---- inputs as columns of a wider matrix (ops.h ldx) ----
@@ -26,12 +27,14 @@ static float *h_cols(const float *w, int rows, int n, int ld, int c0, int *other
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < ld; j++) {
             float v = w[(size_t)r * ld + j];
-            if (j >= c0 && j < c0 + n) x[(size_t)r * n + j - c0] = v;
-            else if (!isnan(v)) *others_nan = 0;
+            if (j >= c0 && j < c0 + n)
+                x[(size_t)r * n + j - c0] = v;
+            else if (!isnan(v))
+                *others_nan = 0;
         }
     return x;
 }
-#define BF_AT(p, i) ((void *)((char *)(p) + (size_t)(i) * 2))
+#define BF_AT(p, i) ((void *)((char *)(p) + (size_t)(i)*2))
 
 // ---- linear ----
 // x (and dx) as the last In columns of [N, ld] rows (ld = In: packed); with_res adds a residual.
@@ -146,18 +149,39 @@ static void test_lm_head(int N, int d, int NV) {
     CHECK_REL("lm_head_ce dx", dx, dx_ref, (size_t)N * d, 1e-2);
     for (size_t i = 0; i < (size_t)NV * d; i++) dE[i] -= dE0[i], dE_ref[i] -= dE0[i];
     CHECK_REL("lm_head_ce dE (the += part)", dE, dE_ref, (size_t)NV * d, 1e-2);
-    {   // the two-pass row kernel (KDA_CE_TWO_PASS=1) and the default (the row kept on chip where it
-        // fits): the same loss and gradient bits
-        float *dEb_ = d_f32(dE0, (size_t)NV * d);
-        void *dxb_ = d_bf_nan((size_t)N * d);
-        setenv("KDA_CE_TWO_PASS", "1", 1);
-        double lb = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
-        unsetenv("KDA_CE_TWO_PASS");
-        float *dxb = h_of_bf(dxb_, (size_t)N * d), *dEb = h_of_f32(dEb_, (size_t)NV * d);
-        for (size_t i = 0; i < (size_t)NV * d; i++) dEb[i] -= dE0[i];
-        T_CHECK(lb == loss && !memcmp(dxb, dx, (size_t)N * d * 4) && !memcmp(dEb, dE, (size_t)NV * d * 4),
-                "lm_head_ce N=%d NV=%d: the two-pass row kernel gives the same loss, dx and dE bits", N, NV);
-        CU->free(dEb_), CU->free(dxb_), free(dxb), free(dEb);
+    { // which row kernel is the default: on a native Hopper-or-later build, the cluster kernel
+        const char *ds = CU->describe();
+        int native_hopper = strstr(ds, "native sm_9") || strstr(ds, "native sm_10") || strstr(ds, "native sm_12");
+        T_CHECK(!native_hopper || strstr(ds, "cross-entropy rows: a cluster"),
+                "lm_head_ce: the row kernel on this GPU and build (%s)", strstr(ds, "cross-entropy rows"));
+    }
+    { // the row kernels: the default (on Hopper a cluster of two blocks a row), the on-chip one
+        // (KDA_CE_CLUSTER=0) and the two-pass one (KDA_CE_TWO_PASS=1). The last two sum in the same
+        // order: the same bits; the default again: its own bits (deterministic); the default
+        // against the on-chip kernel: within rounding (another order of summation)
+        const char *var[3] = {NULL, "KDA_CE_CLUSTER", "KDA_CE_TWO_PASS"}, *val[3] = {NULL, "0", "1"};
+        double lk[3];
+        float *dxk[3], *dEk[3];
+        for (int k = 0; k < 3; k++) {
+            float *dEb_ = d_f32(dE0, (size_t)NV * d);
+            void *dxb_ = d_bf_nan((size_t)N * d);
+            if (var[k]) setenv(var[k], val[k], 1);
+            lk[k] = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
+            if (var[k]) unsetenv(var[k]);
+            dxk[k] = h_of_bf(dxb_, (size_t)N * d), dEk[k] = h_of_f32(dEb_, (size_t)NV * d);
+            for (size_t e = 0; e < (size_t)NV * d; e++) dEk[k][e] -= dE0[e];
+            CU->free(dEb_), CU->free(dxb_);
+        }
+        T_CHECK(lk[1] == lk[2] && !memcmp(dxk[1], dxk[2], (size_t)N * d * 4) &&
+                    !memcmp(dEk[1], dEk[2], (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the on-chip and two-pass row kernels give the same loss, dx and dE bits", N,
+                NV);
+        T_CHECK(lk[0] == loss && !memcmp(dxk[0], dx, (size_t)N * d * 4) && !memcmp(dEk[0], dE, (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the default row kernel twice: the same loss, dx and dE bits", N, NV);
+        T_REL("  default vs on-chip row kernel: loss", fabs(lk[0] - lk[1]) / fabs(lk[1]), 1e-6);
+        CHECK_REL("  default vs on-chip row kernel: dx", dxk[0], dxk[1], (size_t)N * d, 2e-3);
+        CHECK_REL("  default vs on-chip row kernel: dE", dEk[0], dEk[1], (size_t)NV * d, 2e-3);
+        for (int k = 0; k < 3; k++) free(dxk[k]), free(dEk[k]);
     }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
@@ -207,6 +231,36 @@ static void test_rmsnorm(int N, int d) {
     free(x), free(w), free(y_ref), free(r_ref), free(y), free(r), free(g), free(dx0), free(dw0);
 }
 
+// The register kernels of rmsnorm_bwd (d = 256, 512, 1024) against the general 16-byte kernel
+// (KDA_NORM_GENERIC=1) on the same inputs: the same products in the same orders, so equal up to
+// the compiler's choice of fused multiply-adds (printed: whether the bits are equal too).
+static void test_rmsnorm_bwd_kernels_agree(int N, int d) {
+    size_t n = (size_t)N * d;
+    float *x = h_randn_bf(n, 2.0), *w = h_randn(d, 1.0), *g = h_randn_bf(n, 1.0), *r = h_randn(N, 0.2);
+    for (int i = 0; i < N; i++) r[i] = 1.0f + fabsf(r[i]);
+    void *x_ = d_bf(x, n), *g_ = d_bf(g, n), *w_ = d_f32(w, d), *r_ = d_f32(r, N);
+    float *dx[2], *dw[2], *y[2];
+    for (int k = 0; k < 2; k++) {
+        setenv("KDA_NORM_GENERIC", k ? "1" : "0", 1);
+        void *dx_ = d_bf_nan(n), *y_ = d_bf_nan(n);
+        float *dw_ = d_f32_nan(d);
+        CU->zero(dw_, (size_t)d * 4);
+        CU->rmsnorm_bwd(x_, w_, r_, g_, dx_, dw_, y_, N, d, 0);
+        dx[k] = h_of_bf(dx_, n), dw[k] = h_of_f32(dw_, d), y[k] = h_of_bf(y_, n);
+        CU->free(dx_), CU->free(y_), CU->free(dw_);
+    }
+    unsetenv("KDA_NORM_GENERIC");
+    char nm[96];
+    snprintf(nm, sizeof nm, "rmsnorm_bwd %dx%d registers vs generic: dx", N, d);
+    CHECK_REL(nm, dx[0], dx[1], n, 4e-3);
+    CHECK_REL("  dw", dw[0], dw[1], d, 1e-6);
+    T_CHECK(!memcmp(y[0], y[1], n * 4), "  y: the same bits");
+    printf("  (dx %s, dw %s to the bit)\n", memcmp(dx[0], dx[1], n * 4) ? "differs" : "equal",
+           memcmp(dw[0], dw[1], (size_t)d * 4) ? "differs" : "equal");
+    for (int k = 0; k < 2; k++) free(dx[k]), free(dw[k]), free(y[k]);
+    CU->free(x_), CU->free(g_), CU->free(w_), CU->free(r_), free(x), free(w), free(g), free(r);
+}
+
 static void test_gated_rmsnorm(int rows, int V) {
     char nm[96];
     size_t n = (size_t)rows * V;
@@ -251,18 +305,18 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     size_t n = (size_t)B * T * C, nw = (size_t)B * T * ld;
     float *x = h_randn_bf(n, 1.0), *w = h_randn((size_t)C * W, 0.5) /* fp32: ops.h role S */, *y_ref = h_randn(n, 1);
     float *xw = h_widen(x, B * T, C, ld, c0, NAN);
-    CPU->conv_silu_fwd(x, C, w, y_ref, B, T, C, W);
+    conv_fwd1(CPU, x, C, w, y_ref, B, T, C, W);
     void *xw_ = d_bf(xw, nw), *x_ = BF_AT(xw_, c0), *w_ = d_f32(w, (size_t)C * W), *y_ = d_bf_nan(n);
-    CU->conv_silu_fwd(x_, ld, w_, y_, B, T, C, W);
+    conv_fwd1(CU, x_, ld, w_, y_, B, T, C, W);
     float *y = h_of_bf(y_, n);
     snprintf(nm, sizeof nm, "conv_silu_fwd B=%d T=%d C=%d W=%d ldx=%d", B, T, C, W, ld);
     CHECK_REL(nm, y, y_ref, n, 5e-3);
     float *g = h_randn_bf(n, 1.0), *dx_ref = h_randn(n, 1), *dw0 = h_randn((size_t)C * W, 1.0);
     float *dw_ref = h_copy(dw0, (size_t)C * W);
-    CPU->conv_silu_bwd(x, C, w, g, dx_ref, dw_ref, B, T, C, W);
+    conv_bwd1(CPU, x, C, w, g, dx_ref, dw_ref, B, T, C, W);
     void *g_ = d_bf(g, n), *dxw_ = d_bf_nan(nw);
     float *dw_ = d_f32(dw0, (size_t)C * W);
-    CU->conv_silu_bwd(x_, ld, w_, g_, BF_AT(dxw_, c0), dw_, B, T, C, W);
+    conv_bwd1(CU, x_, ld, w_, g_, BF_AT(dxw_, c0), dw_, B, T, C, W);
     float *dxw = h_of_bf(dxw_, nw), *dx = h_cols(dxw, B * T, C, ld, c0, &ok), *dw = h_of_f32(dw_, (size_t)C * W);
     CHECK_REL("conv_silu_bwd dx", dx, dx_ref, n, 1e-2);
     T_CHECK(ok, "conv_silu_bwd (ldx=%d): nothing written outside dx's columns", ld);
@@ -270,7 +324,7 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     // again from the same dw: the same bits (fixed-order dw partials)
     float *dw2_ = d_f32(dw0, (size_t)C * W);
     void *dx2_ = d_bf_nan(nw);
-    CU->conv_silu_bwd(x_, ld, w_, g_, BF_AT(dx2_, c0), dw2_, B, T, C, W);
+    conv_bwd1(CU, x_, ld, w_, g_, BF_AT(dx2_, c0), dw2_, B, T, C, W);
     float *dx2 = h_of_bf(dx2_, nw), *dw2 = h_of_f32(dw2_, (size_t)C * W);
     T_CHECK(!memcmp(dx2, dxw, nw * 4) && !memcmp(dw2, dw, (size_t)C * W * 4),
             "conv_silu_bwd C=%d W=%d: bitwise repeatable", C, W);
@@ -280,50 +334,127 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     free(dx), free(dw);
 }
 
+// Three channel groups in one call (the model's q, k, v: columns c[0..2] of an input of pitch ld,
+// widths C[0..2]) against one call a group: the same bits (forward y, backward dx and dw), and
+// nothing written outside the groups' columns of dx.
+static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
+    int col[3] = {0, C[0], C[0] + C[1]}, ok = 1;
+    size_t nw = (size_t)B * T * ld;
+    float *xw = h_randn_bf(nw, 1.0);
+    void *x_ = d_bf(xw, nw), *dxa_ = d_bf_nan(nw), *dxb_ = d_bf_nan(nw);
+    kda_conv_group ga[3], gb[3];
+    void *w_[3], *ya_[3], *yb_[3], *dy_[3];
+    float *dwa_[3], *dwb_[3], *dwc0_[3];
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)B * T * C[i];
+        float *w = h_randn((size_t)C[i] * W, 0.5), *dy = h_randn_bf(n, 1.0), *dw0 = h_randn((size_t)C[i] * W, 1.0);
+        w_[i] = d_f32(w, (size_t)C[i] * W), dy_[i] = d_bf(dy, n), ya_[i] = d_bf_nan(n), yb_[i] = d_bf_nan(n);
+        dwa_[i] = d_f32(dw0, (size_t)C[i] * W), dwb_[i] = d_f32(dw0, (size_t)C[i] * W);
+        dwc0_[i] = d_f32(dw0, (size_t)C[i] * W); // the starting dw, kept
+        ga[i] = (kda_conv_group){col[i], C[i], w_[i], ya_[i], dy_[i], dwa_[i]};
+        gb[i] = (kda_conv_group){col[i], C[i], w_[i], yb_[i], dy_[i], dwb_[i]};
+        free(w), free(dy), free(dw0);
+    }
+    CU->conv_silu_fwd(x_, ld, ga, 3, B, T, W);
+    CU->conv_silu_bwd(x_, ld, dxa_, ga, 3, B, T, W);
+    for (int i = 0; i < 3; i++) {
+        CU->conv_silu_fwd(x_, ld, &gb[i], 1, B, T, W);
+        CU->conv_silu_bwd(x_, ld, dxb_, &gb[i], 1, B, T, W);
+    }
+    float *dxa = h_of_bf(dxa_, nw), *dxb = h_of_bf(dxb_, nw);
+    int same = !memcmp(dxa, dxb, nw * 4), end = col[2] + C[2];
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int j = end; j < ld; j++) ok &= isnan(dxa[r * ld + j]);
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)B * T * C[i], nwc = (size_t)C[i] * W;
+        float *ya = h_of_bf(ya_[i], n), *yb = h_of_bf(yb_[i], n);
+        float *dwa = h_of_f32(dwa_[i], nwc), *dwb = h_of_f32(dwb_[i], nwc);
+        same &= !memcmp(ya, yb, n * 4) && !memcmp(dwa, dwb, nwc * 4);
+        // against the CPU on the group's columns (the same bf16 inputs)
+        float *w = h_of_f32(w_[i], nwc), *dy = h_of_bf(dy_[i], n), *y_ref = h_randn(n, 1);
+        // dx has x's row pitch ld: the CPU writes the group's columns of a full-width buffer
+        float *dxw_ref = h_randn(nw, 1), *dw_ref = h_of_f32(dwb_[i], nwc);
+        float *dx = kda_malloc(n * 4), *dx_ref = kda_malloc(n * 4);
+        for (size_t e = 0; e < nwc; e++) dw_ref[e] = 0.0f;
+        conv_fwd1(CPU, xw + col[i], ld, w, y_ref, B, T, C[i], W);
+        conv_bwd1(CPU, xw + col[i], ld, w, dy, dxw_ref + col[i], dw_ref, B, T, C[i], W);
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            memcpy(dx + r * C[i], dxa + r * ld + col[i], (size_t)C[i] * 4);
+            memcpy(dx_ref + r * C[i], dxw_ref + r * ld + col[i], (size_t)C[i] * 4);
+        }
+        float *dw0 = h_of_f32(dwc0_[i], nwc);
+        for (size_t e = 0; e < nwc; e++) dwa[e] -= dw0[e];
+        char nm[96];
+        snprintf(nm, sizeof nm, "conv groups: group %d (col %d, C %d) y vs CPU", i, col[i], C[i]);
+        CHECK_REL(nm, ya, y_ref, n, 5e-3);
+        CHECK_REL("  dx vs CPU", dx, dx_ref, n, 1e-2);
+        CHECK_REL("  dw (the += part) vs CPU", dwa, dw_ref, nwc, 1e-4);
+        free(w), free(dy), free(y_ref), free(dx_ref), free(dxw_ref), free(dw_ref), free(dx), free(dw0);
+        CU->free(dwc0_[i]);
+        free(ya), free(yb), free(dwa), free(dwb);
+        CU->free(w_[i]), CU->free(ya_[i]), CU->free(yb_[i]), CU->free(dy_[i]), CU->free(dwa_[i]), CU->free(dwb_[i]);
+    }
+    T_CHECK(same, "conv groups %d,%d,%d (ldx=%d, W=%d) in one call: a call a group's bits", C[0], C[1], C[2], ld, W);
+    T_CHECK(ok, "conv groups in one call: nothing written outside the groups' columns of dx");
+    CU->free(x_), CU->free(dxa_), CU->free(dxb_), free(xw), free(dxa), free(dxb);
+}
+
 // ---- SwiGLU ----
-static void test_elementwise(size_t n) {
-    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *z_ref = h_randn(n, 1);
-    CPU->swiglu_fwd(g, u, z_ref, n);
-    void *g_ = d_bf(g, n), *u_ = d_bf(u, n), *z_ = d_bf_nan(n);
-    CU->swiglu_fwd(g_, u_, z_, n);
+// gu [N,2F]: rows of g then u (ops.h)
+static float *pack_gu(const float *g, const float *u, int N, int F) {
+    float *gu = kda_malloc((size_t)N * 2 * F * 4);
+    for (int r = 0; r < N; r++) {
+        memcpy(gu + (size_t)r * 2 * F, g + (size_t)r * F, (size_t)F * 4);
+        memcpy(gu + (size_t)r * 2 * F + F, u + (size_t)r * F, (size_t)F * 4);
+    }
+    return gu;
+}
+
+// F % 8 == 0: the 16-byte path on aligned buffers; then every call again one element off alignment
+// (the element-by-element path): the same bits.
+static void test_swiglu(int N, int F) {
+    size_t n = (size_t)N * F, n2 = 2 * n, ld = (size_t)F + 8;
+    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *gu = pack_gu(g, u, N, F), *z_ref = h_randn(n, 1);
+    CPU->swiglu_fwd(gu, z_ref, N, F);
+    void *gu_ = d_bf(gu, n2), *z_ = d_bf_nan(n);
+    CU->swiglu_fwd(gu_, z_, N, F);
     float *z = h_of_bf(z_, n);
     CHECK_REL("swiglu_fwd", z, z_ref, n, 5e-3);
-    float *dz = h_randn_bf(n, 1.0), *dg_ref = h_randn(n, 1), *du_ref = h_randn(n, 1);
-    CPU->swiglu_bwd(g, u, dz, dg_ref, du_ref, NULL, n);
-    void *dz_ = d_bf(dz, n), *dg_ = d_bf_nan(n), *du_ = d_bf_nan(n), *zb_ = d_bf_nan(n);
-    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, NULL, n);
-    float *dg = h_of_bf(dg_, n), *du = h_of_bf(du_, n);
-    CHECK_REL("swiglu_bwd dgate", dg, dg_ref, n, 1e-2);
-    CHECK_REL("swiglu_bwd dup", du, du_ref, n, 1e-2);
-    // with z: the forward's bits, and the gradients unchanged; on unaligned pointers too
-    CU->swiglu_bwd(g_, u_, dz_, dg_, du_, zb_, n);
-    float *zb = h_of_bf(zb_, n), *dg2 = h_of_bf(dg_, n);
-    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dg2, dg, n * 4), "swiglu_bwd n=%zu: its z has swiglu_fwd's bits", n);
-    { // dgate over dz, in place: the same bits
-        void *io_ = d_bf(dz, n), *du2_ = d_bf_nan(n);
-        CU->swiglu_bwd(g_, u_, io_, io_, du2_, NULL, n);
-        float *io = h_of_bf(io_, n), *du2 = h_of_bf(du2_, n);
-        T_CHECK(!memcmp(io, dg, n * 4) && !memcmp(du2, du, n * 4),
-                "swiglu_bwd n=%zu in place (dgate = dz): the same bits", n);
-        CU->free(io_), CU->free(du2_), free(io), free(du2);
+    // dz as the columns of a wider matrix (rows ld apart)
+    float *dz = h_randn_bf(n, 1.0), *dzw = h_randn(N * ld, 1), *dgu_ref = h_randn(n2, 1);
+    for (int r = 0; r < N; r++) memcpy(dzw + (size_t)r * ld, dz + (size_t)r * F, (size_t)F * 4);
+    CPU->swiglu_bwd(gu, dzw, (int)ld, dgu_ref, NULL, N, F);
+    void *dzw_ = d_bf(dzw, N * ld), *dgu_ = d_bf_nan(n2), *zb_ = d_bf_nan(n);
+    CU->swiglu_bwd(gu_, dzw_, (int)ld, dgu_, NULL, N, F);
+    float *dgu = h_of_bf(dgu_, n2);
+    CHECK_REL("swiglu_bwd (dgate | dup)", dgu, dgu_ref, n2, 1e-2);
+    // with z: the forward's bits, and the gradients unchanged
+    CU->swiglu_bwd(gu_, dzw_, (int)ld, dgu_, zb_, N, F);
+    float *zb = h_of_bf(zb_, n), *dgu2 = h_of_bf(dgu_, n2);
+    T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dgu2, dgu, n2 * 4), "swiglu_bwd %dx%d: its z has swiglu_fwd's bits", N, F);
+    { // dz in dgu's gate columns, in place: the same bits
+        float *io = pack_gu(dz, g, N, F);
+        void *io_ = d_bf(io, n2);
+        CU->swiglu_bwd(gu_, io_, 2 * F, io_, NULL, N, F);
+        float *got = h_of_bf(io_, n2);
+        T_CHECK(!memcmp(got, dgu, n2 * 4), "swiglu_bwd %dx%d in place (dz in dgu's gate columns): the same bits", N, F);
+        CU->free(io_), free(io), free(got);
     }
-    // one element off 16-byte alignment (the element-by-element path), into fresh NaN buffers
-    void *zu_ = d_bf_nan(n), *dgu_ = d_bf_nan(n), *duu_ = d_bf_nan(n);
-    CU->swiglu_bwd((char *)g_ + 2, (char *)u_ + 2, (char *)dz_ + 2, (char *)dgu_ + 2, (char *)duu_ + 2, (char *)zu_ + 2,
-                   n - 1);
-    float *zb2 = h_of_bf(zu_, n), *dgb = h_of_bf(dgu_, n), *dub = h_of_bf(duu_, n);
-    T_CHECK(!memcmp(zb2 + 1, z + 1, (n - 1) * 4) && !memcmp(dgb + 1, dg + 1, (n - 1) * 4) &&
-                !memcmp(dub + 1, du + 1, (n - 1) * 4),
-            "swiglu_bwd on unaligned pointers: z, dgate, dup have the aligned path's bits");
-    CU->free(zb_), CU->free(zu_), CU->free(dgu_), CU->free(duu_), free(zb), free(dg2), free(zb2), free(dgb), free(dub);
-    // pointers one element off 16-byte alignment take the element-by-element path: same values
-    void *z2_ = d_bf_nan(n);
-    CU->swiglu_fwd((char *)g_ + 2, (char *)u_ + 2, (char *)z2_ + 2, n - 1);
-    float *z2 = h_of_bf(z2_, n);
-    T_CHECK(!memcmp(z2 + 1, z + 1, (n - 1) * 4), "swiglu_fwd on unaligned pointers gives the aligned path's values");
-    CU->free(z2_), free(z2);
-    CU->free(g_), CU->free(u_), CU->free(z_), CU->free(dz_), CU->free(dg_), CU->free(du_);
-    free(g), free(u), free(z_ref), free(z), free(dz), free(dg_ref), free(du_ref), free(dg), free(du);
+    { // every buffer one element off 16-byte alignment: the element-by-element path
+        void *gu1_ = d_bf_nan(n2 + 1), *dz1_ = d_bf_nan(N * ld + 1), *z1_ = d_bf_nan(n + 1), *dgu1_ = d_bf_nan(n2 + 1);
+        void *zb1_ = d_bf_nan(n + 1);
+        CU->copy(BF_AT(gu1_, 1), gu_, n2 * 2);
+        CU->copy(BF_AT(dz1_, 1), dzw_, N * ld * 2);
+        CU->swiglu_fwd(BF_AT(gu1_, 1), BF_AT(z1_, 1), N, F);
+        CU->swiglu_bwd(BF_AT(gu1_, 1), BF_AT(dz1_, 1), (int)ld, BF_AT(dgu1_, 1), BF_AT(zb1_, 1), N, F);
+        float *z1 = h_of_bf(z1_, n + 1), *zb1 = h_of_bf(zb1_, n + 1), *dgu1 = h_of_bf(dgu1_, n2 + 1);
+        T_CHECK(!memcmp(z1 + 1, z, n * 4) && !memcmp(zb1 + 1, z, n * 4) && !memcmp(dgu1 + 1, dgu, n2 * 4),
+                "swiglu %dx%d on unaligned pointers: the aligned path's bits", N, F);
+        CU->free(gu1_), CU->free(dz1_), CU->free(z1_), CU->free(dgu1_), CU->free(zb1_), free(z1), free(zb1), free(dgu1);
+    }
+    CU->free(gu_), CU->free(z_), CU->free(dzw_), CU->free(dgu_), CU->free(zb_);
+    free(g), free(u), free(gu), free(z_ref), free(z), free(dz), free(dzw), free(dgu_ref), free(dgu), free(zb),
+        free(dgu2);
 }
 
 // ---- optimizer ----
@@ -473,18 +604,23 @@ int main(int argc, char **argv) {
     T_CHECK(!strcmp(CU->name, "cuda") && CU->act_bytes == 2 && CU->w_bytes == 2, "table: name cuda, bf16 A and W");
     test_linear(300, 256, 192, 1, 256, 0);
     test_linear(257, 96, 40, 0, 96, 0);
-    test_linear(300, 256, 192, 0, 256, 1);  // + a residual (o_proj, down_proj)
-    test_linear(257, 64, 72, 1, 1160, 0);   // x = columns of the projection buffer (g_proj.1)
-    test_linear(130, 64, 40, 0, 77, 1);     // an odd row pitch
+    test_linear(300, 256, 192, 0, 256, 1); // + a residual (o_proj, down_proj)
+    test_linear(257, 64, 72, 1, 1160, 0);  // x = columns of the projection buffer (g_proj.1)
+    test_linear(130, 64, 40, 0, 77, 1);    // an odd row pitch
     test_embed(3000, 256, 50);
     test_embed(700, 100, 5000);
     test_lm_head(300, 64, 1000);
     test_lm_head(777, 48, 50257);
     test_lm_head(70, 32, 128256); // the real vocabulary: rows kept on chip, 15 or 16 groups a thread
-    test_lm_head(40, 32, 131072); // the most the on-chip kernel keeps (16 groups every thread)
+    test_lm_head(40, 32, 131072); // the most the on-chip and cluster kernels keep (16 groups every thread)
     test_lm_head(20, 16, 131080); // one group more: the two-pass kernel
+    test_lm_head(33, 16, 50264);  // the cluster kernel's halves of unequal use (NV/8 odd: 6283 groups)
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
-    test_rmsnorm(333, 1024);
+    test_rmsnorm(333, 1024); // the register kernels (d = 1024, 512, 256)
+    test_rmsnorm(77, 512);
+    test_rmsnorm(2100, 256);
+    test_rmsnorm_bwd_kernels_agree(4099, 1024);
+    test_rmsnorm_bwd_kernels_agree(301, 256);
     test_rmsnorm(100, 200);
     test_rmsnorm(50, 100); // not a multiple of 8: the element-by-element kernels
     test_gated_rmsnorm(500, 64);
@@ -493,14 +629,18 @@ int main(int argc, char **argv) {
     test_gated_rmsnorm(60, 36);   // not a multiple of 8
     test_conv(3, 100, 96, 4, 96);
     test_conv(2, 150, 300, 3, 300);
-    test_conv(2, 70, 64, 3, 64);   // 16-byte path with the general window
-    test_conv(2, 37, 258, 4, 258); // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
-    test_conv(1, 50, 33, 4, 33);   // odd C: element forward and backward
+    test_conv(2, 70, 64, 3, 64);    // 16-byte path with the general window
+    test_conv(2, 37, 258, 4, 258);  // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
+    test_conv(1, 50, 33, 4, 33);    // odd C: element forward and backward
     test_conv(2, 70, 256, 4, 1152); // columns of the projection buffer: 16-byte and pair paths
     test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward
     test_conv(2, 37, 64, 4, 97);    // odd pitch: element forward and backward
-    test_elementwise(100003);
-    test_elementwise(64 * 1024 + 8); // whole 16-byte groups only
+    test_conv_groups(2, 70, (const int[]){256, 256, 512}, 4, 1160); // the 300M model's q, k, v columns
+    test_conv_groups(2, 37, (const int[]){24, 40, 16}, 4, 88);       // 16-byte forward, pair backward
+    test_conv_groups(1, 50, (const int[]){6, 10, 4}, 4, 26);         // element forward, pair backward
+    test_conv_groups(1, 40, (const int[]){16, 8, 24}, 3, 48);        // the general window, 16-byte forward
+    test_swiglu(97, 1032);          // the 16-byte path, and the element-by-element one on the same data
+    test_swiglu(61, 37);            // F % 8 != 0: element by element only
     test_optimizer(1000003);
     test_adamw_multi();
     ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);

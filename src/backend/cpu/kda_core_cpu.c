@@ -189,7 +189,7 @@ static void slice_prepare(const kda_core_dims *d, int b, int h, const float *q_r
         w->rq[t] = l2norm_row(K, q_raw + rowK, w->q + (size_t)t * K);
         w->rk[t] = l2norm_row(K, k_raw + rowK, w->k + (size_t)t * K);
         for (int j = 0; j < K; j++) w->a[(size_t)t * K + j] = decay * softplusf(f[rowK + j] + dt_bias[h * K + j]);
-        w->beta[t] = sigmoidf(b_logit[(size_t)(b * T + t) * H + h]);
+        w->beta[t] = sigmoidf(b_logit[(size_t)(b * T + t) * kda_core_ldb(d) + h]);
         memcpy(w->v + (size_t)t * V, v + rowV, sizeof(float) * V);
         if (d_o) memcpy(w->dO + (size_t)t * V, d_o + rowV, sizeof(float) * V);
     }
@@ -220,7 +220,7 @@ static void slice_finish(const kda_core_dims *d, int b, int h, const float *f, c
         }
         memcpy(d_v + rowV, w->dv + (size_t)t * V, sizeof(float) * V);
         float bt = w->beta[t];
-        d_b_logit[(size_t)(b * T + t) * H + h] = w->dbeta[t] * bt * (1.0f - bt);
+        d_b_logit[(size_t)(b * T + t) * kda_core_ldb(d) + h] = w->dbeta[t] * bt * (1.0f - bt);
     }
     *pA = sA;
 }

@@ -248,8 +248,8 @@ static void cpu_gated_rmsnorm_bwd(const void *o_, const void *u_, const float *w
 
 // ---- linear -----------------------------------------------------------------------------
 
-static void cpu_linear_fwd(const void *x, int ldx, const void *W, const void *bias_, const void *res_, void *y_,
-                           int N, int In, int O) {
+static void cpu_linear_fwd(const void *x, int ldx, const void *W, const void *bias_, const void *res_, void *y_, int N,
+                           int In, int O) {
     float *y = y_;
     const float *bias = bias_, *res = res_;
     if (res && res != y) memcpy(y, res, (size_t)N * O * sizeof(float));
@@ -284,7 +284,7 @@ static void cpu_linear_bwd(const void *x, int ldx, const void *W, const void *dy
 
 // ---- short conv + SiLU -------------------------------------------------------------------
 
-static void cpu_conv_silu_fwd(const void *x_, int ldx, const float *w, void *y_, int B, int T, int C, int W) {
+static void conv_silu_fwd1(const void *x_, int ldx, const float *w, void *y_, int B, int T, int C, int W) {
     const float *x = x_;
     float *y = y_;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -301,6 +301,11 @@ static void cpu_conv_silu_fwd(const void *x_, int ldx, const float *w, void *y_,
                 yr[c] = acc * sigmoidf(acc);
             }
         }
+}
+
+static void cpu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W) {
+    for (int i = 0; i < ng; i++)
+        conv_silu_fwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].y, B, T, g[i].C, W);
 }
 
 static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float *w, void *y_, int B, int T, int C,
@@ -332,8 +337,8 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float
     }
 }
 
-static void cpu_conv_silu_bwd(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
-                              int T, int C, int W) {
+static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
+                           int T, int C, int W) {
     const float *x = x_, *dy = dy_;
     float *dx = dx_;
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
@@ -364,6 +369,12 @@ static void cpu_conv_silu_bwd(const void *x_, int ldx, const float *w, const voi
     }
 }
 
+static void cpu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W) {
+    for (int i = 0; i < ng; i++)
+        conv_silu_bwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].dy, (float *)dx + g[i].col, g[i].dw, B, T, g[i].C,
+                       W);
+}
+
 // ---- KDA core -----------------------------------------------------------------------------
 
 static size_t cpu_kda_saved_bytes(const kda_core_dims *d) { return kda_core_saved_floats(d) * sizeof(float); }
@@ -387,23 +398,29 @@ static void cpu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, co
 
 // ---- MLP / residual ---------------------------------------------------------------------------
 
-static void cpu_swiglu_fwd(const void *g_, const void *u_, void *z_, size_t n) {
-    const float *g = g_, *u = u_;
+static void cpu_swiglu_fwd(const void *gu_, void *z_, int N, int F) {
+    const float *gu = gu_;
     float *z = z_;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) z[i] = swiglu_out(g[i], u[i]);
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
+        for (int j = 0; j < F; j++) z[(size_t)n * F + j] = swiglu_out(g[j], u[j]);
+    }
 }
 
-static void cpu_swiglu_bwd(const void *g_, const void *u_, const void *dz_, void *dg_, void *du_, void *z_, size_t n) {
-    const float *g = g_, *u = u_, *dz = dz_;
-    float *dg = dg_, *du = du_, *z = z_;
+static void cpu_swiglu_bwd(const void *gu_, const void *dz_, int lddz, void *dgu_, void *z_, int N, int F) {
+    const float *gu = gu_, *dzs = dz_;
+    float *dgu = dgu_, *z = z_;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float s = sigmoidf(g[i]);
-        float gz = dz[i];
-        dg[i] = gz * u[i] * s * (1.0f + g[i] * (1.0f - s));
-        du[i] = gz * g[i] * s;
-        if (z) z[i] = swiglu_out(g[i], u[i]);
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F, *dz = dzs + (size_t)n * lddz;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+        for (int j = 0; j < F; j++) {
+            float s = sigmoidf(g[j]), gz = dz[j]; // read before dg[j] is written (dz may be dg)
+            dg[j] = gz * u[j] * s * (1.0f + g[j] * (1.0f - s));
+            du[j] = gz * g[j] * s;
+            if (z) z[(size_t)n * F + j] = swiglu_out(g[j], u[j]);
+        }
     }
 }
 

@@ -23,22 +23,55 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const 
     }
 }
 
-// The forward with 8 channels per thread (16-byte loads and stores; C % 8 == 0, aligned
-// pointers), walking RF time steps with the last W inputs kept in registers: x is read once.
-// Every row the thread needs (its RF steps and the W − 1 before) is loaded up front, so that
-// RF + W − 1 loads are in flight at once; a block is up to 128 channel groups x the time
-// blocks (128 threads). WT: the registers' window (W for the common sizes, MAXW for the rest).
+// The call's channel groups (kda_conv_group) for the kernels: group i covers the kernel's channel
+// units [end[i−1], end[i]) (units of 8 channels in the forward, of 2 in the backward), input
+// columns from col[i], output rows of C[i]; its dw partials start at part_off[i] floats.
+struct conv_groups {
+    int n, end[KDA_CONV_MAX_GROUPS], col[KDA_CONV_MAX_GROUPS], C[KDA_CONV_MAX_GROUPS];
+    const float *w[KDA_CONV_MAX_GROUPS];
+    bf16 *y[KDA_CONV_MAX_GROUPS];
+    const bf16 *dy[KDA_CONV_MAX_GROUPS];
+    size_t part_off[KDA_CONV_MAX_GROUPS];
+};
+
+static conv_groups conv_groups_of(const kda_conv_group *g, int ng, int unit) {
+    KDA_CHECK(ng >= 1 && ng <= KDA_CONV_MAX_GROUPS, "short conv: %d channel groups (1..%d)", ng, KDA_CONV_MAX_GROUPS);
+    conv_groups G = {};
+    G.n = ng;
+    for (int i = 0, e = 0; i < ng; i++) {
+        e += g[i].C / unit;
+        G.end[i] = e, G.col[i] = g[i].col, G.C[i] = g[i].C, G.w[i] = g[i].w;
+        G.y[i] = (bf16 *)g[i].y, G.dy[i] = (const bf16 *)g[i].dy;
+    }
+    return G;
+}
+
+// The group of channel unit u, and u's first channel inside it.
+__device__ __forceinline__ int conv_group_at(const conv_groups &G, int u, int unit, int *c0) {
+    int i = 0;
+    while (i < G.n - 1 && u >= G.end[i]) i++;
+    *c0 = unit * (u - (i ? G.end[i - 1] : 0));
+    return i;
+}
+
+// The forward with 8 channels per thread (16-byte loads and stores; every group's C and column
+// a multiple of 8, aligned pointers), walking RF time steps with the last W inputs kept in
+// registers: x is read once. Every row the thread needs (its RF steps and the W − 1 before) is
+// loaded up front, so that RF + W − 1 loads are in flight at once; a block is up to 128 channel
+// groups of 8 (of any of the call's groups) x the time blocks (128 threads). WT: the registers'
+// window (W for the common sizes, MAXW for the rest).
 enum { RF = 16 };
 template <int WT>
-__global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx,
-                                                         const float *__restrict__ w, bf16 *__restrict__ y, int T,
-                                                         int C, int W) {
-    int c8 = blockIdx.x * blockDim.x + threadIdx.x, c0 = 8 * c8;
+__global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, conv_groups G, int T,
+                                                         int W) {
+    int u = blockIdx.x * blockDim.x + threadIdx.x;
     int b = blockIdx.z, t0 = (blockIdx.y * blockDim.y + threadIdx.y) * RF;
-    if (c0 >= C || t0 >= T) return;
+    if (u >= G.end[G.n - 1] || t0 >= T) return;
+    int c0, gi = conv_group_at(G, u, 8, &c0), C = G.C[gi];
+    const float *__restrict__ w = G.w[gi];
     int t1 = min(T, t0 + RF);
-    const bf16 *xb = x + (size_t)b * T * ldx + c0;
-    bf16 *yb = y + (size_t)b * T * C + c0;
+    const bf16 *xb = x + (size_t)b * T * ldx + G.col[gi] + c0;
+    bf16 *yb = G.y[gi] + (size_t)b * T * C + c0;
     uint4 raw[RF + WT - 1]; // raw[WT − 1 + s] = x[t0 + s]; raw[WT − 1 − i] = x[t0 − i] (history)
 #pragma unroll
     for (int s = 0; s < RF + WT - 1; s++) {
@@ -73,24 +106,37 @@ __global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict_
     }
 }
 
-void cu_conv_silu_fwd(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W) {
-    size_t n = (size_t)B * T * C;
-    if (!n) return;
+// Whether every group takes the 16-byte path (its channels and column multiples of 8, aligned).
+static bool conv_fwd_vec_ok(const void *x, int ldx, const kda_conv_group *g, int ng) {
+    bool ok = ldx % 8 == 0 && cu_aligned16(x);
+    for (int i = 0; i < ng; i++) ok = ok && g[i].C % 8 == 0 && g[i].col % 8 == 0 && cu_aligned16(g[i].y);
+    return ok;
+}
+
+void cu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W) {
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
-    if (C % 8 == 0 && ldx % 8 == 0 && cu_aligned16(x) && cu_aligned16(y)) {
-        int groups = C / 8, gx = groups < 128 ? groups : 128, gy = 128 / gx, tblocks = (T + RF - 1) / RF;
+    if (B <= 0 || T <= 0) return;
+    if (conv_fwd_vec_ok(x, ldx, g, ng)) { // all groups in one launch
+        conv_groups G = conv_groups_of(g, ng, 8);
+        int units = G.end[ng - 1];
+        if (!units) return;
+        int gx = units < 128 ? units : 128, gy = 128 / gx, tblocks = (T + RF - 1) / RF;
         if (gy > tblocks) gy = tblocks;
-        dim3 block(gx, gy), grid((groups + gx - 1) / gx, (tblocks + gy - 1) / gy, B);
+        dim3 block(gx, gy), grid((units + gx - 1) / gx, (tblocks + gy - 1) / gy, B);
         if (W == 4)
-            conv_silu_fwd_vec<4><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
+            conv_silu_fwd_vec<4><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
         else
-            conv_silu_fwd_vec<MAXW><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, T, C, W);
+            conv_silu_fwd_vec<MAXW><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
         CU_LAUNCHED();
         return;
     }
-    conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x, ldx, w, (bf16 *)y, B,
-                                                                   T, C, W);
-    CU_LAUNCHED();
+    for (int i = 0; i < ng; i++) { // element by element, a launch a group
+        size_t n = (size_t)B * T * g[i].C;
+        if (!n) continue;
+        conv_silu_fwd_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>((const bf16 *)x + g[i].col, ldx, g[i].w,
+                                                                       (bf16 *)g[i].y, B, T, g[i].C, W);
+        CU_LAUNCHED();
+    }
 }
 
 // grid (ceil(C/CT), ceil(T/R), B); thread = channel. part[(b*nblk + blk)][c*W + j].
@@ -150,18 +196,21 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 // The backward with 2 channels per thread (4-byte bf16 pairs: a warp reads 128 contiguous bytes
 // of a row), RB = 16 time steps per block (4x the blocks of the kernel above), every row of x
 // and dy the thread needs loaded up front (RB + 2(W − 1) and RB + W − 1 loads in flight). Per
-// channel the same operations in the same order as conv_silu_bwd_kernel, so the same bits.
-// grid (ceil(C/2/CT2), ceil(T/RB), B); part[(b*nblk + blk)][c*W + j] as above.
+// channel the same operations in the same order as conv_silu_bwd_kernel, so the same bits. All
+// of a call's groups in one launch: grid (ceil(pairs/CT2), ceil(T/RB), B), pairs of all groups;
+// group i's partials at part + part_off[i], [(b*nblk + blk)][c*W + j] as above.
 enum { RB = 16, CT2 = 128 };
 template <int WT>
 __global__ void __launch_bounds__(CT2)
-    conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w, const bf16 *__restrict__ dy,
-                       bf16 *__restrict__ dx, float *__restrict__ part, int T, int C) {
-    int c0 = 2 * (blockIdx.x * CT2 + threadIdx.x);
-    if (c0 >= C) return;
+    conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, conv_groups G, bf16 *__restrict__ dx,
+                       float *__restrict__ part, int T) {
+    int u = blockIdx.x * CT2 + threadIdx.x;
+    if (u >= G.end[G.n - 1]) return;
+    int c0, gi = conv_group_at(G, u, 2, &c0), C = G.C[gi];
+    const float *__restrict__ w = G.w[gi];
     int b = blockIdx.z, t0 = blockIdx.y * RB, t1 = min(T, t0 + RB);
-    const bf16 *xb = x + (size_t)b * T * ldx + c0, *dyb = dy + (size_t)b * T * C + c0;
-    bf16 *dxb = dx + (size_t)b * T * ldx + c0;
+    const bf16 *xb = x + (size_t)b * T * ldx + G.col[gi] + c0, *dyb = G.dy[gi] + (size_t)b * T * C + c0;
+    bf16 *dxb = dx + (size_t)b * T * ldx + G.col[gi] + c0;
     // xr[WT − 1 + s] = x[t0 + s] for s in [−(WT − 1), RB + WT − 1); dr[s] = dy[t0 + s], s < RB + WT − 1
     enum { NS = RB + WT - 1 };
     __nv_bfloat162 xr[NS + WT - 1], dr[NS];
@@ -231,43 +280,57 @@ __global__ void __launch_bounds__(CT2)
             *(__nv_bfloat162 *)(dxb + (size_t)tau * ldx) = __floats2bfloat162_rn(acc[0], acc[1]);
         }
     }
-    float *p = part + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
+    float *p = part + G.part_off[gi] + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
 #pragma unroll
     for (int k = 0; k < 2; k++)
 #pragma unroll
         for (int i = 0; i < WT; i++) p[k * WT + WT - 1 - i] = dwr[i][k];
 }
 
-// The backward's kernels: channel pairs (W = 4, even C, 4-byte aligned pointers) in blocks of RB
-// time steps, else single channels in blocks of R; each block writes a partial dw [C, W].
-static bool conv_bwd_paired(int C, int W) { return W == 4 && C % 2 == 0; }
+// The backward's kernels: channel pairs (W = 4, even C and columns, 4-byte aligned pointers) in
+// blocks of RB time steps, all groups in one launch; else single channels in blocks of R, a
+// launch a group. Each block writes a partial dw [C, W] of its group; the partials of a group
+// are summed in a fixed order (cu_colreduce_add): deterministic, and the same bits either way
+// the groups are launched.
 static int conv_bwd_time_blocks(int T, bool paired) { return paired ? (T + RB - 1) / RB : (T + R - 1) / R; }
-static size_t conv_bwd_part_bytes(int B, int nblk, int C, int W) { return (size_t)B * nblk * C * W * sizeof(float); }
+static size_t conv_bwd_part_floats(int B, int nblk, int C, int W) { return (size_t)B * nblk * C * W; }
 
-// the partials of the kernel that runs on the model's buffers (aligned: paired where C and W allow)
+// the partials of a call of C channels in all (either kernel: the paired one's are the larger)
 size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W) {
     if ((size_t)B * T * C == 0) return 0;
-    bool paired = conv_bwd_paired(C, W);
-    return conv_bwd_part_bytes(B, conv_bwd_time_blocks(T, paired), C, W);
+    return conv_bwd_part_floats(B, conv_bwd_time_blocks(T, true), C, W) * sizeof(float);
 }
 
-void cu_conv_silu_bwd(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T, int C,
-                      int W) {
-    if ((size_t)B * T * C == 0) return;
+static bool conv_bwd_paired(const void *x, int ldx, const void *dx, const kda_conv_group *g, int ng, int W) {
+    bool ok = W == 4 && ldx % 2 == 0 && !((uintptr_t)x & 3) && !((uintptr_t)dx & 3);
+    for (int i = 0; i < ng; i++) ok = ok && g[i].C % 2 == 0 && g[i].col % 2 == 0 && !((uintptr_t)g[i].dy & 3);
+    return ok;
+}
+
+void cu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W) {
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
-    if (conv_bwd_paired(C, W) && ldx % 2 == 0 && !((uintptr_t)x & 3) && !((uintptr_t)dy & 3) && !((uintptr_t)dx & 3)) {
-        int nblk = conv_bwd_time_blocks(T, true), pairs = C / 2;
-        float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
+    if (B <= 0 || T <= 0) return;
+    if (conv_bwd_paired(x, ldx, dx, g, ng, W)) {
+        conv_groups G = conv_groups_of(g, ng, 2);
+        int nblk = conv_bwd_time_blocks(T, true), pairs = G.end[ng - 1], Ctot = 0;
+        if (!pairs) return;
+        for (int i = 0; i < ng; i++) G.part_off[i] = conv_bwd_part_floats(B, nblk, Ctot, W), Ctot += g[i].C;
+        float *part = (float *)cu_scratch(conv_bwd_part_floats(B, nblk, Ctot, W) * sizeof(float));
         conv_silu_bwd_pair<4><<<dim3((pairs + CT2 - 1) / CT2, nblk, B), CT2, 0, cu_stream>>>(
-            (const bf16 *)x, ldx, w, (const bf16 *)dy, (bf16 *)dx, part, T, C);
+            (const bf16 *)x, ldx, G, (bf16 *)dx, part, T);
         CU_LAUNCHED();
-        cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
+        for (int i = 0; i < ng; i++)
+            if (g[i].C) cu_colreduce_add(part + G.part_off[i], B * nblk, (size_t)g[i].C * W, g[i].dw);
         return;
     }
     int nblk = conv_bwd_time_blocks(T, false);
-    float *part = (float *)cu_scratch(conv_bwd_part_bytes(B, nblk, C, W));
-    conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
-        (const bf16 *)x, ldx, w, (const bf16 *)dy, (bf16 *)dx, part, T, C, W);
-    CU_LAUNCHED();
-    cu_colreduce_add(part, B * nblk, (size_t)C * W, dw);
+    for (int i = 0; i < ng; i++) {
+        int C = g[i].C;
+        if (!C) continue;
+        float *part = (float *)cu_scratch(conv_bwd_part_floats(B, nblk, C, W) * sizeof(float));
+        conv_silu_bwd_kernel<<<dim3((C + CT - 1) / CT, nblk, B), CT, 0, cu_stream>>>(
+            (const bf16 *)x + g[i].col, ldx, g[i].w, (const bf16 *)g[i].dy, (bf16 *)dx + g[i].col, part, T, C, W);
+        CU_LAUNCHED();
+        cu_colreduce_add(part, B * nblk, (size_t)C * W, g[i].dw);
+    }
 }

@@ -53,6 +53,8 @@ size_t cu_linear_bwd_scratch_bytes(int N, int O); // a linear with a bias
 size_t cu_rmsnorm_bwd_scratch_bytes(int N, int d);
 size_t cu_gated_rmsnorm_bwd_scratch_bytes(int rows, int V);
 size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W);
+// The cross-entropy row kernel this GPU and build use (embed_head.cu), for describe().
+const char *cu_ce_rows_kind(void);
 size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d); // the KDA core backward's workspace (kda_bwd.cu)
 size_t cu_sumsq_scratch_bytes(void);
 
@@ -193,9 +195,8 @@ void cu_gated_rmsnorm_fwd(const void *o, const void *u, const float *w, void *y,
                           float eps);
 void cu_gated_rmsnorm_bwd(const void *o, const void *u, const float *w, const float *rstd, const void *dy, void *d_o,
                           void *du, float *dw, void *y, int rows, int V);
-void cu_conv_silu_fwd(const void *x, int ldx, const float *w, void *y, int B, int T, int C, int W);
-void cu_conv_silu_bwd(const void *x, int ldx, const float *w, const void *dy, void *dx, float *dw, int B, int T, int C,
-                      int W);
+void cu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W);
+void cu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W);
 size_t cu_kda_saved_bytes(const kda_core_dims *d);
 size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d);
 void cu_kda_fwd(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f, const void *b,
@@ -209,8 +210,8 @@ void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, cons
                       const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
 void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void *k, const void *v, const void *f,
                               const void *b, const float *A_log, const float *dt_bias, void *o, void *saved, float *S);
-void cu_swiglu_fwd(const void *gate, const void *up, void *z, size_t n);
-void cu_swiglu_bwd(const void *gate, const void *up, const void *dz, void *dgate, void *dup, void *z, size_t n);
+void cu_swiglu_fwd(const void *gu, void *z, int N, int F);
+void cu_swiglu_bwd(const void *gu, const void *dz, int lddz, void *dgu, void *z, int N, int F);
 double cu_sumsq(const float *g, size_t n);
 void cu_scale(float *g, float s, size_t n);
 void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,

@@ -46,8 +46,8 @@ void cu_conv_silu_step(void *tail, const void *x, int ldx, const float *w, void 
     size_t n = (size_t)B * C;
     if (!n || T <= 0) return;
     KDA_CHECK(W >= 1 && W <= CONV_MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, CONV_MAXW);
-    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx, w,
-                                                                    (bf16 *)y, B, T, C, W);
+    conv_silu_step_kernel<<<cu_blocks(n, 128), 128, 0, cu_stream>>>((bf16 *)tail, (const bf16 *)x, ldx, w, (bf16 *)y, B,
+                                                                    T, C, W);
     CU_LAUNCHED();
 }
 
@@ -55,10 +55,10 @@ enum { REC_THREADS = 128 }; // >= K and >= V (both <= KDA_MAX_KV = 128)
 
 // grid (H, B), REC_THREADS threads; dynamic shared memory: S [K·V] + q, k, decay [K] + 2
 __global__ void __launch_bounds__(REC_THREADS)
-    kda_recurrent_kernel(int T, int H, int K, int V, float scale, const bf16 *__restrict__ q,
+    kda_recurrent_kernel(int T, int H, int K, int V, int ldb, float scale, const bf16 *__restrict__ q,
                          const bf16 *__restrict__ k, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
-                         const bf16 *__restrict__ bl, const float *__restrict__ A_log, const float *__restrict__ dt_bias,
-                         bf16 *__restrict__ o, float *__restrict__ Sio) {
+                         const bf16 *__restrict__ bl, const float *__restrict__ A_log,
+                         const float *__restrict__ dt_bias, bf16 *__restrict__ o, float *__restrict__ Sio) {
     extern __shared__ float sm[];
     float *S = sm, *qs = S + (size_t)K * V, *ks = qs + K, *dec = ks + K, *nrm = dec + K;
     int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(REC_THREADS)
         __syncthreads();
         if (tid < V) {
             int c = tid;
-            float rq = nrm[0], rk = nrm[1], beta = sigmoidf_(bf2f(bl[row]));
+            float rq = nrm[0], rk = nrm[1], beta = sigmoidf_(bf2f(bl[((size_t)b * T + t) * ldb + h]));
             float e = bf2f(v[row * V + c]);
             for (int j = 0; j < K; j++) {
                 float s = S[(size_t)j * V + c] * dec[j];
@@ -117,7 +117,7 @@ void cu_kda_fwd_state(const kda_core_dims *d, const void *q, const void *k, cons
     if (smem > 48 * 1024)
         CU_CHECK(cudaFuncSetAttribute(kda_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kda_recurrent_kernel<<<dim3(d->H, d->B), REC_THREADS, smem, cu_stream>>>(
-        d->T, d->H, d->K, d->V, d->scale, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f,
-        (const bf16 *)b, A_log, dt_bias, (bf16 *)o, S);
+        d->T, d->H, d->K, d->V, kda_core_ldb(d), d->scale, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+        (const bf16 *)f, (const bf16 *)b, A_log, dt_bias, (bf16 *)o, S);
     CU_LAUNCHED();
 }

@@ -13,6 +13,7 @@
 // in a fixed order; the host reads back the sum and the count of valid targets (16 bytes).
 #include "backend/cuda/cuda_common.cuh"
 
+#include <cooperative_groups.h>
 #include <cub/device/device_radix_sort.cuh>
 #include <stdlib.h>
 
@@ -148,12 +149,10 @@ __device__ __forceinline__ bool ce_skip_row(bf16 *lr, uint4 *lv, int nvec, int N
     return true;
 }
 
-// The block's (max, Σ exp) from each thread's: warps by butterflies, then thread 0 over the warps
-// in order; writes the row's loss (lse − its target's logit, read before any gradient is
-// stored) and returns lse to every thread.
-__device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, int tgt, float *loss_row) {
+// The block's (max, Σ exp) from each thread's, in thread 0's m and s (the others' are partial):
+// warps by butterflies, then thread 0 over the warps in order.
+__device__ __forceinline__ void ce_block_ms(float &m, float &s) {
     __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
-    __shared__ float lse_s;
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
         lse_merge(m, s, m2, s2);
@@ -162,9 +161,18 @@ __device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, 
     if (lane == 0) sm[warp] = m, ss[warp] = s;
     __syncthreads();
     if (threadIdx.x == 0) {
-        float M = sm[0], S = ss[0];
-        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(M, S, sm[i], ss[i]);
-        float lse = M + logf(S);
+        m = sm[0], s = ss[0];
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) lse_merge(m, s, sm[i], ss[i]);
+    }
+}
+
+// ce_block_ms, then the row's loss (lse − its target's logit, read before any gradient is stored);
+// returns lse to every thread.
+__device__ __forceinline__ float ce_block_lse(float m, float s, const bf16 *lr, int tgt, float *loss_row) {
+    __shared__ float lse_s;
+    ce_block_ms(m, s);
+    if (threadIdx.x == 0) {
+        float lse = m + logf(s);
         lse_s = lse;
         *loss_row = lse - bf2f(lr[tgt]);
     }
@@ -272,6 +280,144 @@ __global__ void __launch_bounds__(CE_THREADS, 1)
     }
 }
 
+// The row split between the two blocks of a thread-block cluster (Hopper), so that two rows are on
+// chip in each SM at once and one block's loads overlap another's exponentials and barrier
+// (ce_rows_onchip_kernel holds one 256 KB row an SM: load, lse, gradient in turn, ~13 ms a
+// 300M 32 x 2048 step against the ~8 ms the logits' bytes take). Block r of a row's pair keeps the
+// groups [r·half, min(NV/8, (r+1)·half)), half = ceil(NV/16): thread t its groups t + j·CEC_THREADS,
+// CEC_KEEP_REG in registers and CEC_KEEP_SMEM in shared memory (cp.async). Each block reduces its
+// (max, Σ exp) as ce_block_lse does; the pair merge the two through distributed shared memory in
+// rank order, so both get the same lse. Deterministic; not the on-chip kernel's bits (another
+// order of summation). NV % 8 == 0, 16-byte aligned rows of at most 2·CEC_THREADS·CEC_KEEP·8 =
+// 131,072 classes; 64 KiB of dynamic shared memory a block, two blocks an SM.
+enum { CEC_THREADS = 512, CEC_KEEP_REG = 8, CEC_KEEP_SMEM = 8, CEC_KEEP = CEC_KEEP_REG + CEC_KEEP_SMEM };
+static const size_t CEC_SMEM = (size_t)CEC_KEEP_SMEM * CEC_THREADS * sizeof(uint4);
+
+__global__ void __launch_bounds__(CEC_THREADS, 2)
+    ce_rows_cluster_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV, float grad_scale,
+                           int grad, float *__restrict__ loss, int *err) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    extern __shared__ uint4 keep_c[]; // [CEC_KEEP_SMEM][CEC_THREADS]
+    __shared__ float pair_ms[2];
+    __shared__ float lse_s;
+    cg::cluster_group cluster = cg::this_cluster();
+    int rank = (int)cluster.block_rank(), row = blockIdx.x / 2, t = threadIdx.x;
+    bf16 *lr = logits + (size_t)row * NV;
+    int tgt = targets[row], nvec = NV / 8, half = (nvec + 1) / 2;
+    int g0 = rank * half, g1 = min(nvec, g0 + half); // this block's groups
+    uint4 *lv = (uint4 *)lr;
+    if (ce_skip_row(lr, lv, nvec, NV, tgt, grad, loss + row, err)) return; // both blocks of the pair
+    float logit_t = 0.0f;
+    if (rank == 0 && t == 0) logit_t = bf2f(lr[tgt]); // read before either block stores a gradient
+    uint4 r[CEC_KEEP_REG];
+#pragma unroll
+    for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
+        if (g0 + t + j * CEC_THREADS < g1)
+            cp_async16(&keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t], lv + g0 + t + j * CEC_THREADS);
+#pragma unroll
+    for (int j = 0; j < CEC_KEEP_REG; j++)
+        if (g0 + t + j * CEC_THREADS < g1) r[j] = lv[g0 + t + j * CEC_THREADS];
+    float m = -INFINITY, s = 0.0f, x[8];
+#pragma unroll
+    for (int j = 0; j < CEC_KEEP_REG; j++)
+        if (g0 + t + j * CEC_THREADS < g1) unpack16(r[j], x), lse_add8(m, s, x);
+    cp_async_wait_all(); // this thread's own copies: no barrier needed to read them
+#pragma unroll
+    for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
+        if (g0 + t + j * CEC_THREADS < g1) unpack16(keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t], x), lse_add8(m, s, x);
+    ce_block_ms(m, s); // the block's (max, Σ exp), as ce_block_lse
+    if (t == 0) pair_ms[0] = m, pair_ms[1] = s;
+    cluster.sync(); // both blocks' (max, Σ exp) written; no gradient stored yet
+    if (t == 0) {
+        const float *b0 = cluster.map_shared_rank(pair_ms, 0), *b1 = cluster.map_shared_rank(pair_ms, 1);
+        float M = b0[0], S = b0[1];
+        lse_merge(M, S, b1[0], b1[1]); // rank order in both blocks: the same lse
+        lse_s = M + logf(S);
+        if (rank == 0) loss[row] = lse_s - logit_t;
+    }
+    __syncthreads();
+    // done with the partner's shared memory; the wait at the end keeps this block alive until the
+    // partner is done with ours, without holding either's gradient pass for the other
+    auto done_reading = cluster.barrier_arrive();
+    float lse = lse_s;
+    if (grad) {
+#pragma unroll
+        for (int j = 0; j < CEC_KEEP; j++) {
+            int i = g0 + t + j * CEC_THREADS;
+            if (i >= g1) continue;
+            unpack16(j < CEC_KEEP_REG ? r[j] : keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t], x);
+            lv[i] = ce_grad8(x, i, lse, tgt, grad_scale);
+        }
+    }
+    cluster.barrier_wait(std::move(done_reading));
+#endif
+}
+
+// 1 where ce_rows_cluster_kernel was compiled for sm_90+ code (a compute_80 PTX build JIT-compiled on
+// a Hopper GPU has an empty body there).
+__global__ void ce_cluster_probe(int *out) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+// Whether the cluster row kernel can run here: a Hopper-or-later GPU, the kernel's sm_90+ code in
+// this build (ce_cluster_probe) and its shared memory. Once a process.
+static bool ce_cluster_supported(void) {
+    static int ok = -1;
+    if (ok >= 0) return ok;
+    int dev, major, *flag, host = 0;
+    CU_CHECK(cudaGetDevice(&dev));
+    CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    ok = 0;
+    if (major >= 9) {
+        CU_CHECK(cudaMalloc(&flag, sizeof(int)));
+        ce_cluster_probe<<<1, 1, 0, cu_stream>>>(flag);
+        CU_LAUNCHED();
+        CU_CHECK(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, cu_stream));
+        CU_CHECK(cudaStreamSynchronize(cu_stream));
+        CU_CHECK(cudaFree(flag));
+        cudaFuncAttributes fa;
+        CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_cluster_kernel));
+        ok = host == 1 && cu_smem_fits(CEC_SMEM + fa.sharedSizeBytes);
+        if (ok)
+            CU_CHECK(cudaFuncSetAttribute(ce_rows_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)CEC_SMEM));
+    }
+    return ok;
+}
+
+// The row kernel the model's rows take (the real vocabulary), for describe().
+const char *cu_ce_rows_kind(void) {
+    return ce_cluster_supported() ? "a cluster of two blocks a row" : "one block a row";
+}
+
+// Whether ce_rows_cluster_kernel takes these rows: supported here, aligned rows that fit, and not
+// KDA_CE_CLUSTER=0 or KDA_CE_TWO_PASS (A/B runs; read at every call).
+static bool ce_cluster(int NV, const void *logits) {
+    const char *e = getenv("KDA_CE_CLUSTER"), *tp = getenv("KDA_CE_TWO_PASS");
+    bool off = (e && !strcmp(e, "0")) || (tp && *tp && strcmp(tp, "0"));
+    return !off && NV % 8 == 0 && NV / 8 <= 2 * CEC_THREADS * CEC_KEEP && cu_aligned16(logits) &&
+        ce_cluster_supported();
+}
+
+// n rows through ce_rows_cluster_kernel: a cluster of two blocks a row
+static void ce_rows_cluster(bf16 *logits, const int32_t *targets, int n, int NV, float grad_scale, int grad,
+                            float *loss) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(2 * n), cfg.blockDim = dim3(CEC_THREADS), cfg.dynamicSmemBytes = CEC_SMEM;
+    cfg.stream = cu_stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    CU_CHECK(cudaLaunchKernelEx(&cfg, ce_rows_cluster_kernel, logits, targets, NV, grad_scale, grad, loss,
+                                cu_err_flag));
+}
+
 // Whether ce_rows_onchip_kernel takes these rows: the GPU has the shared memory, the rows fit
 // and are aligned, and KDA_CE_TWO_PASS is not set (A/B runs; read at every call, so a test can
 // compare both kernels in one process).
@@ -358,7 +504,9 @@ static double *ce_launch(const void *x, const void *E, const int32_t *targets, i
         int n = N - n0 < chunk ? N - n0 : chunk;
         // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
         cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
-        if (ce_onchip(NV, logits))
+        if (ce_cluster(NV, logits))
+            ce_rows_cluster(logits, targets + n0, n, NV, grad_scale, dx != NULL, s.loss + n0);
+        else if (ce_onchip(NV, logits))
             ce_rows_onchip_kernel<<<n, CE_THREADS, CE_ONCHIP_SMEM, cu_stream>>>(logits, targets + n0, NV, grad_scale,
                                                                                 dx != NULL, s.loss + n0, cu_err_flag);
         else

@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(256, 3)
     if (tid == 0) w.pA[ch] = dA_total;
     if (tid < n) {
         float be = m.betas[tid];
-        db[kda_row(s, b, c, h, tid)] = f2bf(m.dbeta[tid] * be * (1.0f - be));
+        db[kda_b_at(s, kda_row(s, b, c, h, tid))] = f2bf(m.dbeta[tid] * be * (1.0f - be));
     }
     // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector
     for (int r = warp; r < n; r += 8) {
@@ -533,9 +533,9 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
     CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
-    kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
-        s, sv, (const bf16 *)v, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq, (bf16 *)dk,
-        (bf16 *)dv, (bf16 *)df, (bf16 *)db);
+    kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)v, (const bf16 *)f, A_log,
+                                                                      dt_bias, w, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
+                                                                      (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5
     kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);

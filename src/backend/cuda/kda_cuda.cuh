@@ -17,6 +17,7 @@ struct kda_shape {
     int B, T, H, K, V, C, NT;
     float scale;
     size_t R;  // B·T·H token rows
+    int ldb;   // b and db: token rows ldb elements apart (kda_core.h)
     size_t NC; // B·NT·H chunks
 };
 
@@ -31,6 +32,8 @@ static inline kda_shape kda_shape_of(const kda_core_dims *d) {
     s.scale = d->scale;
     s.R = (size_t)d->B * d->T * d->H;
     s.NC = (size_t)d->B * s.NT * d->H;
+    s.ldb = kda_core_ldb(d);
+    KDA_CHECK(s.ldb >= s.H, "KDA core: b's rows %d elements apart, fewer than its %d heads", s.ldb, s.H);
     return s;
 }
 
@@ -75,6 +78,10 @@ static inline size_t kda_saved_layout(const kda_shape &s, int lean, void *base, 
 
 __device__ __forceinline__ size_t kda_row(const kda_shape &s, int b, int c, int h, int r) {
     return ((size_t)b * s.T + (size_t)c * s.C + r) * s.H + h;
+}
+// b's element of token row 'row' (kda_row's numbering: token·H + head) with b's rows ldb apart
+__device__ __forceinline__ size_t kda_b_at(const kda_shape &s, size_t row) {
+    return s.ldb == s.H ? row : row / s.H * s.ldb + row % s.H;
 }
 __device__ __forceinline__ size_t kda_chunk(const kda_shape &s, int b, int c, int h) {
     return ((size_t)b * s.NT + c) * s.H + h;

@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(256)
     }
     if ((int)threadIdx.x < n) {
         size_t row = row0 + threadIdx.x * (size_t)s.H;
-        betas[threadIdx.x] = sv.beta[row] = sigmoidf_(bf2f(bl[row]));
+        betas[threadIdx.x] = sv.beta[row] = sigmoidf_(bf2f(bl[kda_b_at(s, row)]));
     }
     __syncthreads();
     for (int r = warp; r < n; r += 8) { // l2norm: qn, kn replace q, k in shared memory
@@ -427,9 +427,8 @@ void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, c
               const float *A_log, const float *dt_bias, const kda_saved &sv) {
     size_t psmem = prep_layout_of(s).bytes;
     CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
-    kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k,
-                                                                     (const bf16 *)v, (const bf16 *)f, (const bf16 *)b,
-                                                                     A_log, dt_bias, sv);
+    kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(
+        s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f, (const bf16 *)b, A_log, dt_bias, sv);
     CU_LAUNCHED();
 }
 

@@ -9,6 +9,9 @@
 // selective recompute of the norm fused into its backward (model.c).
 #include "backend/cuda/cuda_common.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 enum { MAX_BLOCKS = 1024, SMEM_FLOATS = 12288 }; // 48 KiB of per-warp dw slices
 
 // rows handled by warp w of block g: g*WPB + w, then + G*WPB ...
@@ -25,6 +28,16 @@ static row_grid grid_for(int rows, int width) {
     if (rg.G > MAX_BLOCKS) rg.G = MAX_BLOCKS;
     if (rg.G < 1) rg.G = 1;
     return rg;
+}
+
+// The block's partial dw row: its warps' slices dws[slices][width] summed in slice order into
+// part[blockIdx.x] (after the barrier that ends the slices' writes).
+__device__ __forceinline__ void store_dw_partial(const float *dws, int slices, int width, float *part) {
+    for (int j = threadIdx.x; j < width; j += blockDim.x) {
+        float t = 0.0f;
+        for (int i = 0; i < slices; i++) t += dws[(size_t)i * width + j];
+        part[(size_t)blockIdx.x * width + j] = t;
+    }
 }
 
 // ---- RMSNorm: y = x·rstd·w ----
@@ -116,11 +129,7 @@ __global__ void rmsnorm_bwd_kernel(const bf16 *__restrict__ x, const float *__re
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
-        part[(size_t)blockIdx.x * d + j] = t;
-    }
+    store_dw_partial(dws, wpb, d, part);
 }
 
 __device__ __forceinline__ void smem_add8(float *p, const float *v) { // p 16-byte aligned
@@ -176,11 +185,73 @@ __global__ void rmsnorm_bwd_vec(const bf16 *__restrict__ x, const float *__restr
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * d + j];
-        part[(size_t)blockIdx.x * d + j] = t;
+    store_dw_partial(dws, wpb, d, part);
+}
+
+// rmsnorm_bwd_vec for d = 256·QPL (QPL 16-byte groups a lane): the warp's weight groups are
+// loaded once, and a row's x and dy stay in registers between the dot product and the dx pass
+// (one read of each instead of two); the same products and orders of summation as
+// rmsnorm_bwd_vec. Two blocks an SM (<= 128 registers a thread).
+template <int QPL>
+__global__ void __launch_bounds__(256, 2)
+    rmsnorm_bwd_regs(const bf16 *__restrict__ x, const float *__restrict__ w, const float *__restrict__ rstd,
+                     const bf16 *__restrict__ dy, bf16 *__restrict__ dx, float *__restrict__ part,
+                     bf16 *__restrict__ y, int N, int accumulate) {
+    extern __shared__ float4 dws4[]; // [wpb][d] floats
+    float *dws = (float *)dws4;
+    const int d = 256 * QPL;
+    int wpb = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *my = dws + (size_t)warp * d;
+    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    __syncwarp();
+    float wv[QPL][8];
+#pragma unroll
+    for (int i = 0; i < QPL; i++) load8f(w + 8 * (lane + 32 * i), wv[i]);
+    for (int row = blockIdx.x * wpb + warp; row < N; row += gridDim.x * wpb) {
+        const bf16 *xr = x + (size_t)row * d, *gr = dy + (size_t)row * d;
+        float r = rstd[row], xv[QPL][8], g[QPL][8], dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < QPL; i++) load16(xr + 8 * (lane + 32 * i), xv[i]), load16(gr + 8 * (lane + 32 * i), g[i]);
+#pragma unroll
+        for (int i = 0; i < QPL; i++) {
+            float a[8];
+#pragma unroll
+            for (int t = 0; t < 8; t++) dot += g[i][t] * wv[i][t] * xv[i][t], a[t] = g[i][t] * xv[i][t] * r;
+            smem_add8(my + 8 * (lane + 32 * i), a);
+        }
+        dot = warp_sum(dot);
+        float c = dot / d * r * r;
+        bf16 *o = dx + (size_t)row * d;
+#pragma unroll
+        for (int i = 0; i < QPL; i++) {
+            int q = lane + 32 * i;
+            float v[8], old[8];
+            if (accumulate) load16(o + 8 * q, old);
+#pragma unroll
+            for (int t = 0; t < 8; t++) {
+                v[t] = r * (g[i][t] * wv[i][t] - c * xv[i][t]);
+                if (accumulate) v[t] = old[t] + v[t];
+            }
+            store16(o + 8 * q, v);
+            if (y) {
+#pragma unroll
+                for (int t = 0; t < 8; t++) v[t] = xv[i][t] * r * wv[i][t];
+                store16(y + (size_t)row * d + 8 * q, v);
+            }
+        }
     }
+    __syncthreads();
+    store_dw_partial(dws, wpb, d, part);
+}
+
+// The register kernel for this width, or NULL (other widths; KDA_NORM_GENERIC=1 for A/B runs,
+// read at every call so that a test can compare both in one process).
+typedef void (*rmsnorm_bwd_fn)(const bf16 *, const float *, const float *, const bf16 *, bf16 *, float *, bf16 *, int,
+                               int);
+static rmsnorm_bwd_fn rmsnorm_bwd_regs_for(int d) {
+    const char *e = getenv("KDA_NORM_GENERIC");
+    if (e && *e && strcmp(e, "0")) return NULL;
+    return d == 256 ? rmsnorm_bwd_regs<1> : d == 512 ? rmsnorm_bwd_regs<2> : d == 1024 ? rmsnorm_bwd_regs<4> : NULL;
 }
 
 // partial dw rows: one per block
@@ -194,6 +265,14 @@ void cu_rmsnorm_bwd(const void *x, const float *w, const float *rstd, const void
     bool vec = d % 8 == 0 && cu_aligned16(x) && cu_aligned16(w) && cu_aligned16(dy) && cu_aligned16(dx);
     // the two kernels sum in different orders: an optional output must not pick the kernel
     KDA_CHECK(!vec || !y || cu_aligned16(y), "rmsnorm_bwd: y is not 16-byte aligned while the other operands are");
+    rmsnorm_bwd_fn regs = vec ? rmsnorm_bwd_regs_for(d) : NULL;
+    if (regs) {
+        regs<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
+            (const bf16 *)x, w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, accumulate);
+        CU_LAUNCHED();
+        cu_colreduce_add(part, rg.G, d, dw);
+        return;
+    }
     if (vec) {
         rmsnorm_bwd_vec<<<rg.G, rg.wpb * 32, (size_t)rg.wpb * d * sizeof(float), cu_stream>>>(
             (const bf16 *)x, w, rstd, (const bf16 *)dy, (bf16 *)dx, part, (bf16 *)y, N, d, accumulate);
@@ -317,11 +396,7 @@ __global__ void gated_rmsnorm_bwd_kernel(const bf16 *__restrict__ o, const bf16 
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < wpb; i++) t += dws[(size_t)i * V + j];
-        part[(size_t)blockIdx.x * V + j] = t;
-    }
+    store_dw_partial(dws, wpb, V, part);
 }
 
 // gated_rmsnorm_bwd_kernel with L lanes per row (see gated_rmsnorm_fwd_vec); each row group of a
@@ -379,11 +454,7 @@ __global__ void gated_rmsnorm_bwd_vec(const bf16 *__restrict__ o, const bf16 *__
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float t = 0.0f;
-        for (int i = 0; i < nslots; i++) t += dws[(size_t)i * V + j];
-        part[(size_t)blockIdx.x * V + j] = t;
-    }
+    store_dw_partial(dws, nslots, V, part);
 }
 
 // The vector kernel's row slots per block when V allows it (pointers 16-byte aligned), else 0.

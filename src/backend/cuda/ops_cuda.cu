@@ -146,8 +146,7 @@ static void cu_scratch_bytes(const kda_step_shape *s, size_t *held, size_t *tran
         cu_linear_bwd_scratch_bytes(N, s->Dv), // g_proj.1, the one linear with a bias
         cu_rmsnorm_bwd_scratch_bytes(N, s->d),
         cu_gated_rmsnorm_bwd_scratch_bytes(N * s->core.H, s->core.V),
-        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dk, s->W),
-        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, s->Dv, s->W),
+        cu_conv_silu_bwd_scratch_bytes(s->B, s->T, 2 * s->Dk + s->Dv, s->W), // q, k, v in one call
         cu_kda_fwd_scratch_bytes(&s->core),
         cu_kda_bwd_scratch_bytes(&s->core),
         cu_sumsq_scratch_bytes(),
@@ -231,7 +230,12 @@ __global__ void probe_kernel(int *p) {
     if (p) *p = 0;
 }
 
-static const char *cu_describe(void) { return desc_buf; }
+// The device line, and which cross-entropy row kernel runs (decided on the device at the first call).
+static const char *cu_describe(void) {
+    static char full[sizeof desc_buf + 64];
+    snprintf(full, sizeof full, "%s; cross-entropy rows: %s", desc_buf, cu_ce_rows_kind());
+    return full;
+}
 
 // Fills why_buf and returns 0 when GPU dev cannot run kda; else describes it and returns 1.
 static int check_device(int dev) {
