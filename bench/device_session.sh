@@ -38,6 +38,9 @@
 #      sanitizers too), nccl_one_rank.sh on main's kda (kda_base) to show where the ZeRO-1
 #      mismatch came from, the parity run against the recorded FLA run, the 300M step of main and
 #      next/s18;
+#   z5: the finish kernel's decays through __expf (KDA_FINISH_FASTEXP=1) against expf: test_cuda_kda
+#      both ways, the core's speed and per-kernel times both ways, the parity run and the 300M
+#      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -184,6 +187,33 @@ z4)
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
+    ;;
+z5)
+    for fe in 0 1; do
+        echo "== test_cuda_kda, KDA_FINISH_FASTEXP=$fe"
+        KDA_FINISH_FASTEXP=$fe timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
+    done
+    lap "core tests"
+    for fe in 0 1 0 1; do
+        echo "== KDA core, KDA_FINISH_FASTEXP=$fe"
+        KDA_FINISH_FASTEXP=$fe timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
+    done
+    for fe in 0 1; do echo "== per kernel, KDA_FINISH_FASTEXP=$fe"; KDA_FINISH_FASTEXP=$fe ncu_kda_kernels; done
+    fla_env
+    KDA_FINISH_FASTEXP=1 GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
+    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    lap "loss parity vs the recorded FLA run, KDA_FINISH_FASTEXP=1"
+    bench300 $N "300M 32x2048, selective, expf" ""
+    KDA_FINISH_FASTEXP=1 bench300 $N "300M 32x2048, selective, KDA_FINISH_FASTEXP=1" ""
+    lap "300M steps"
+    if command -v ncu >/dev/null; then
+        timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
+            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+            --steps 1 --warmup 1 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -45; lap "ncu per-kernel times of a step"
+    fi
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"
