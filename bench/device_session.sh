@@ -40,7 +40,8 @@
 #      next/s18;
 #   z5: the finish kernel's decays through __expf (KDA_FINISH_FASTEXP=1) against expf: test_cuda_kda
 #      both ways, the core's speed and per-kernel times both ways, the parity run and the 300M
-#      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build);
+#      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build;
+#      after z5, __expf is the finish kernel's only path and KDA_FINISH_FASTEXP is gone);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
