@@ -169,19 +169,15 @@ typedef struct kda_ops {
 
     // ---- optimizer ----
     double (*sumsq)(const float *g, size_t n); // Σ g² (host double)
-    void (*scale)(float *g, float s, size_t n);
-    // AdamW on one tensor (§6.3); master fp32 p, working copy w (W type; may equal p on CPU)
-    void (*adamw)(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                  float eps, float wd, float bc1, float bc2);
-    // AdamW on many tensors of one flat buffer in one call (the same update as adamw, element
-    // for element): segment i is [segs[i].offset, + segs[i].n) of p, g, m, v (floats) and of w (W
-    // elements), with its own weight decay. g is read as g·gscale (the global-norm clip; 1 = none);
+    // AdamW (§6.3) on many tensors of one flat buffer in one call, the only AdamW (the plain and
+    // the sharded step both call it, so one rank of ZeRO-1 gives the plain step's bits): master
+    // fp32 p, working copy w (W type; may equal p on CPU); segment i is [segs[i].offset,
+    // + segs[i].n) of p, g, m, v (floats) and of w (W elements), with its own weight decay. g is read as g·gscale (the global-norm clip; 1 = none);
     // g's contents afterwards are unspecified (the CPU scales it in place, CUDA leaves it).
     void (*adamw_multi)(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg,
                         float gscale, float lr, float beta1, float beta2, float eps, float bc1, float bc2);
     // copy fp32 master into the working copy (after load / init)
     void (*master_to_work)(const float *p, void *w, size_t n);
-    int (*has_nonfinite)(const float *g, size_t n);
 
     // One line for start-up logs: the device, and for a GPU which code path runs and why.
     const char *(*describe)(void);

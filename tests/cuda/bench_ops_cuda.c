@@ -94,19 +94,9 @@ static void f_swiglu_fwd(void *c) { (void)c, CU->swiglu_fwd(sgu_, sz_, N, F); }
 static void f_swiglu_bwd(void *c) { (void)c, CU->swiglu_bwd(sgu_, sdz_, F, sdgu_, NULL, N, F); }
 static void f_swiglu_bwd_z(void *c) { (void)c, CU->swiglu_bwd(sgu_, sdz_, F, sdgu_, sz_, N, F); }
 static void f_sumsq(void *c) { (void)c, CU->sumsq(pg_, P); }
-static void f_nonfinite(void *c) { (void)c, CU->has_nonfinite(pg_, P); }
 static void f_adamw_multi(void *c) {
     (void)c, CU->adamw_multi(pm_, pw_, pg_, pmm_, pvv_, segs, nseg, 0.9f, 1e-5f, 0.9f, 0.95f, 1e-8f, 0.5f, 0.3f);
 }
-static void f_adamw_loop(void *c) {
-    (void)c;
-    for (int i = 0; i < nseg; i++) {
-        size_t o = segs[i].offset;
-        CU->adamw(pm_ + o, (char *)pw_ + 2 * o, pg_ + o, pmm_ + o, pvv_ + o, segs[i].n, 1e-5f, 0.9f, 0.95f, 1e-8f,
-                  segs[i].wd, 0.5f, 0.3f);
-    }
-}
-static void f_scale(void *c) { (void)c, CU->scale(pg_, 1.0f, P); }
 static void f_ce(void *c) {
     long nv;
     (void)c, CU->lm_head_ce(hid_, E_, tg_, N, D, NV, 1.0f / N, ce_dx_, dE_, &nv);
@@ -260,10 +250,7 @@ int main(int argc, char **argv) {
     pvv_ = d_rand_f32(P, 1e-6, 1), pw_ = CU->alloc(P * 2);
     double Pd = (double)P;
     bench("sumsq (grad norm) [300M fp32]", f_sumsq, Pd * f4, 1);
-    bench("has_nonfinite (old step only)", f_nonfinite, Pd * f4, 0);
-    bench("scale (old clip pass)", f_scale, Pd * f4 * 2, 0);
     bench("adamw_multi (507 tensors, 1 launch)", f_adamw_multi, Pd * 30, 1);
-    bench("adamw x507 (old per-tensor path)", f_adamw_loop, Pd * 30, 0);
     CU->free(pm_), CU->free(pg_), CU->free(pmm_), CU->free(pvv_), CU->free(pw_);
 
     // fused head + cross-entropy (GEMMs included); bytes: the logits' 2 reads + 1 write

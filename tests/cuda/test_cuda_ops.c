@@ -464,17 +464,12 @@ static void test_optimizer(size_t n) {
     double s_ref = CPU->sumsq(g, n), s = CU->sumsq(g_, n);
     T_REL("sumsq", fabs(s - s_ref) / s_ref, 1e-9);
     T_CHECK(CU->sumsq(g_, n) == s, "sumsq twice: identical");
-    T_CHECK(!CU->has_nonfinite(g_, n), "has_nonfinite: clean tensor -> 0");
-    CU->scale(g_, 0.37f, n);
-    CPU->scale(g, 0.37f, n);
-    float *gs = h_of_f32(g_, n);
-    CHECK_REL("scale", gs, g, n, 1e-7);
     float bad[2] = {INFINITY, NAN};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) { // the optimizer step's non-finite check is Σg² itself
         size_t at = kda_rng_below(&RNG, n);
         float keep = g[at];
         CU->to_device(g_ + at, &bad[i], 4);
-        T_CHECK(CU->has_nonfinite(g_, n) == 1, "has_nonfinite finds %s at %zu of %zu", i ? "NaN" : "inf", at, n);
+        T_CHECK(!isfinite(CU->sumsq(g_, n)), "sumsq with %s at %zu of %zu: not finite", i ? "NaN" : "inf", at, n);
         CU->to_device(g_ + at, &keep, 4);
     }
     // AdamW: master p, bf16 working copy, moments
@@ -483,8 +478,9 @@ static void test_optimizer(size_t n) {
     float *p_ = d_f32(p, n), *m_ = d_f32(m, n), *v_ = d_f32(v, n);
     void *w_ = d_bf_nan(n);
     float *wr = h_randn(n, 1);
-    CU->adamw(p_, w_, g_, m_, v_, n, 2e-4f, 0.9f, 0.95f, 1e-8f, 0.01f, 0.271f, 0.0975f);
-    CPU->adamw(p, wr, g, m, v, n, 2e-4f, 0.9f, 0.95f, 1e-8f, 0.01f, 0.271f, 0.0975f);
+    kda_adamw_seg seg = {0, n, 0.01f}; // one tensor: gscale 0.37 exercises the clip
+    CU->adamw_multi(p_, w_, g_, m_, v_, &seg, 1, 0.37f, 2e-4f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.0975f);
+    CPU->adamw_multi(p, wr, g, m, v, &seg, 1, 0.37f, 2e-4f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.0975f);
     float *pp = h_of_f32(p_, n), *mm = h_of_f32(m_, n), *vv = h_of_f32(v_, n), *ww = h_of_bf(w_, n);
     CHECK_REL("adamw master p", pp, p, n, 1e-6);
     CHECK_REL("adamw m", mm, m, n, 1e-6);
@@ -493,9 +489,9 @@ static void test_optimizer(size_t n) {
     void *w2_ = d_bf_nan(n);
     CU->master_to_work(p_, w2_, n);
     float *w2 = h_of_bf(w2_, n);
-    T_CHECK(!memcmp(w2, ww, n * 4), "master_to_work equals the working copy adamw wrote");
+    T_CHECK(!memcmp(w2, ww, n * 4), "master_to_work equals the working copy adamw_multi wrote");
     CU->free(g_), CU->free(p_), CU->free(m_), CU->free(v_), CU->free(w_), CU->free(w2_);
-    free(g), free(gs), free(p), free(m), free(v), free(wr), free(pp), free(mm), free(vv), free(ww), free(w2);
+    free(g), free(p), free(m), free(v), free(wr), free(pp), free(mm), free(vv), free(ww), free(w2);
 }
 
 // ---- AdamW over many tensors in one call (the model's flat buffers), sumsq's alignments
@@ -553,16 +549,6 @@ static void test_adamw_multi(void) {
         CU->adamw_multi(p2_, w2_, g2_, m2_, v2_, segs, nseg, gscale, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.0975f);
         float *p2 = h_of_f32(p2_, N);
         T_CHECK(!memcmp(p2, pp, N * 4), "adamw_multi: bitwise repeatable");
-        if (rep == 0) { // gscale 1 equals the per-tensor op on the first segment
-            float *p3_ = d_f32(p, N), *m3_ = d_f32(m, N), *v3_ = d_f32(v, N);
-            void *w3_ = d_bf_nan(N);
-            size_t o = segs[0].offset, n = segs[0].n;
-            CU->adamw(p3_ + o, (char *)w3_ + 2 * o, g_ + o, m3_ + o, v3_ + o, n, 3e-4f, 0.9f, 0.95f, 1e-8f, segs[0].wd,
-                      0.271f, 0.0975f);
-            float *p3 = h_of_f32(p3_, N);
-            T_REL("adamw_multi vs adamw (first segment)", rel_vs(pp + o, p3 + o, n), 1e-7);
-            CU->free(p3_), CU->free(m3_), CU->free(v3_), CU->free(w3_), free(p3);
-        }
         CU->free(g_), CU->free(p_), CU->free(m_), CU->free(v_), CU->free(w_);
         CU->free(g2_), CU->free(p2_), CU->free(m2_), CU->free(v2_), CU->free(w2_);
         free(gr), free(pr), free(mr), free(vr), free(pp), free(mm), free(vv), free(ww), free(p2);

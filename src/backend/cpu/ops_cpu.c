@@ -480,13 +480,6 @@ static void cpu_master_to_work(const float *p, void *w, size_t n) {
     if ((const void *)p != w) memcpy(w, p, n * sizeof(float));
 }
 
-static int cpu_has_nonfinite(const float *g, size_t n) {
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
-    for (size_t i = 0; i < n; i++) bad |= !isfinite(g[i]);
-    return bad;
-}
-
 // ---- memory planning (mem_plan.h) ----------------------------------------------------------
 
 static void cpu_scratch_bytes(const kda_step_shape *s, size_t *held, size_t *transient) {
@@ -538,11 +531,8 @@ static const kda_ops cpu_ops = {
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .sumsq = cpu_sumsq,
-    .scale = cpu_scale,
-    .adamw = cpu_adamw,
     .adamw_multi = cpu_adamw_multi,
     .master_to_work = cpu_master_to_work,
-    .has_nonfinite = cpu_has_nonfinite,
     .scratch_bytes = cpu_scratch_bytes,
     .scratch_held = cpu_scratch_held,
 };

@@ -213,12 +213,8 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
 void cu_swiglu_fwd(const void *gu, void *z, int N, int F);
 void cu_swiglu_bwd(const void *gu, const void *dz, int lddz, void *dgu, void *z, int N, int F);
 double cu_sumsq(const float *g, size_t n);
-void cu_scale(float *g, float s, size_t n);
-void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-              float eps, float wd, float bc1, float bc2);
 void cu_adamw_multi(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg, float gscale,
                     float lr, float beta1, float beta2, float eps, float bc1, float bc2);
 void cu_master_to_work(const float *p, void *w, size_t n);
-int cu_has_nonfinite(const float *g, size_t n);
 
 #endif

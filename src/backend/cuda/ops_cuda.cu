@@ -1,6 +1,6 @@
 // ops_cuda.cu — the CUDA backend's table (ops.h), device start-up, memory and scratch.
 // Everything runs on one stream (cu_stream); ops return without waiting except those that
-// hand a number back to the host (lm_head_ce, loss_take, sumsq, has_nonfinite, to_host, sync).
+// hand a number back to the host (lm_head_ce, loss_take, sumsq, to_host, sync).
 #include "backend/cuda/cuda_common.cuh"
 
 #include <stdlib.h>
@@ -200,11 +200,8 @@ static const kda_ops cuda_ops = {
     .swiglu_fwd = CU_PROFILED(KDA_PHASE_OTHER, cu_swiglu_fwd),
     .swiglu_bwd = CU_PROFILED(KDA_PHASE_OTHER, cu_swiglu_bwd),
     .sumsq = CU_PROFILED(KDA_PHASE_OTHER, cu_sumsq),
-    .scale = CU_PROFILED(KDA_PHASE_OTHER, cu_scale),
-    .adamw = CU_PROFILED(KDA_PHASE_OTHER, cu_adamw),
     .adamw_multi = CU_PROFILED(KDA_PHASE_OTHER, cu_adamw_multi),
     .master_to_work = CU_PROFILED(KDA_PHASE_OTHER, cu_master_to_work),
-    .has_nonfinite = CU_PROFILED(KDA_PHASE_OTHER, cu_has_nonfinite),
     .describe = cu_describe,
     .profile_begin = cu_profile_begin,
     .profile_end = cu_profile_end,

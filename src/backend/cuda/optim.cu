@@ -73,58 +73,6 @@ double cu_sumsq(const float *g, size_t n) {
     return s;
 }
 
-__global__ void scale_kernel(float *g, float s, size_t n) { GRID_STRIDE(i, n) g[i] *= s; }
-
-void cu_scale(float *g, float s, size_t n) {
-    if (!n) return;
-    scale_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>(g, s, n);
-    CU_LAUNCHED();
-}
-
-__global__ void nonfinite_kernel(const float *__restrict__ g, size_t n, int *flag) {
-    int bad = 0;
-    GRID_STRIDE(i, n) bad |= !isfinite(g[i]);
-    if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1;
-}
-
-int cu_has_nonfinite(const float *g, size_t n) {
-    if (!n) return 0;
-    int *flag = (int *)cu_scratch(sizeof(int));
-    CU_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), cu_stream));
-    nonfinite_kernel<<<cu_blocks(n, 256, 4096), 256, 0, cu_stream>>>(g, n, flag);
-    CU_LAUNCHED();
-    int h = 0;
-    CU_CHECK(cudaMemcpyAsync(&h, flag, sizeof h, cudaMemcpyDeviceToHost, cu_stream));
-    CU_CHECK(cudaStreamSynchronize(cu_stream));
-    return h;
-}
-
-// Same expression order as the CPU reference (ops_cpu.c), so the two agree to an ulp or so.
-__global__ void adamw_kernel(float *__restrict__ p, bf16 *__restrict__ w, const float *__restrict__ g,
-                             float *__restrict__ m, float *__restrict__ v, size_t n, float lr, float beta1, float beta2,
-                             float eps, float wd, float bc1, float bc2) {
-    GRID_STRIDE(i, n) {
-        float gi = g[i];
-        float th = p[i] * (1.0f - lr * wd);
-        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        th -= lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-        p[i] = th;
-        if (w) w[i] = f2bf(th);
-    }
-}
-
-void cu_adamw(float *p, void *w, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-              float eps, float wd, float bc1, float bc2) {
-    if (!n) return;
-    KDA_CHECK((void *)p != w, "adamw: the CUDA backend keeps a separate bf16 working copy; w must not alias p");
-    adamw_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream>>>(p, (bf16 *)w, g, m, v, n, lr, beta1, beta2, eps, wd, bc1,
-                                                           bc2);
-    CU_LAUNCHED();
-}
-
 // ---- AdamW over many tensors in one launch ----
 // The segments are cut into work items of at most ADAMW_ITEM elements; block b takes item b
 // (a table in device memory, rebuilt only when the segments change: the model's are fixed).
@@ -145,7 +93,7 @@ struct adamw_elem_args {
 };
 
 __device__ __forceinline__ float adamw_one(float &p, float &m, float &v, float g, float wd, const adamw_elem_args &a) {
-    // the expression order of adamw_kernel and the CPU reference
+    // the expression order of the CPU reference (ops_cpu.c)
     float gi = __fmul_rn(g, a.gscale);
     float th = p * (1.0f - a.lr * wd);
     float mi = a.beta1 * m + (1.0f - a.beta1) * gi;
