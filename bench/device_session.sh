@@ -89,6 +89,18 @@ fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     mkdir -p $TRITON_CACHE_DIR
     [ -f $N/triton_cache.tgz ] && tar xzf $N/triton_cache.tgz -C $TRITON_CACHE_DIR
 }
+parity_recorded() { # timeout (s), lines of its log shown[, spread]: the 150-step parity run of $N/kda
+    # against the FLA run recorded in session 15 (FLA_METRICS: no FLA training here); with
+    # "spread", the per-25-step spread beside session 17's kda and session 14's FLA
+    local P_=${OUT:-/tmp/parity}
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout "$1" bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -"$2"
+    [ "${3:-}" = spread ] && python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl \
+        "$P_/kda_metrics.jsonl" bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+}
 tests_on() { # build dir, steps, budget (s), log name, label: tests/cuda/run_device_tests.sh, its summary
     KDA_DEVICE_BIN=$1 KDA_DEVICE_STEPS=$2 KDA_DEVICE_BUDGET_S=$3 KDA_DEVICE_LOG=$4 \
         bash tests/cuda/run_device_tests.sh > /dev/null 2>&1
@@ -153,14 +165,7 @@ n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective re
     ;;
 z3)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
-    fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -8
-    P_=${OUT:-/tmp/parity}
-    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
-        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
-    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    parity_recorded 150 8 spread
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
@@ -180,11 +185,7 @@ z4)
     echo "== nccl_one_rank.sh on main's kda (kda_base)"
     timeout 100 bash tests/cuda/nccl_one_rank.sh $N/kda_base 2>&1 | grep -E "^(ok|FAIL)|differs" | cut -c1-160
     lap "NCCL one rank on main"
-    fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
-    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
@@ -200,11 +201,7 @@ z5)
         KDA_FINISH_FASTEXP=$fe timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
     done
     for fe in 0 1; do echo "== per kernel, KDA_FINISH_FASTEXP=$fe"; KDA_FINISH_FASTEXP=$fe ncu_kda_kernels; done
-    fla_env
-    KDA_FINISH_FASTEXP=1 GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
-    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    KDA_FINISH_FASTEXP=1 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_FINISH_FASTEXP=1"
     bench300 $N "300M 32x2048, selective, expf" ""
     KDA_FINISH_FASTEXP=1 bench300 $N "300M 32x2048, selective, KDA_FINISH_FASTEXP=1" ""
@@ -218,14 +215,7 @@ z5)
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"
-    fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 100 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -6
-    P_=${OUT:-/tmp/parity}
-    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
-        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
-    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    parity_recorded 100 6 spread
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
@@ -234,14 +224,7 @@ z2)
     ;;
 z)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 150 device_log_native.txt "native device tests"
-    fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 200 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -12
-    P_=${OUT:-/tmp/parity}
-    python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
-        bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
-    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    parity_recorded 200 12 spread
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda_gu kda; do
         [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""

@@ -523,7 +523,7 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->linear_bwd(x.f_low, P, WP(p->f_proj1), g->df, dx.f_low, GP(p->f_proj1), NULL, N, r, Dg, 0);
     kda_conv_group cg[3];
     conv_groups(m, l, g->dq, g->dk, g->dv, cg);
-    o->conv_silu_bwd(a->proj, P, m->gs->dproj, cg, 3, B, T, W);
+    o->conv_silu_bwd(a->proj, P, g->dproj, cg, 3, B, T, W);
     // q, k, v, f_proj.0, g_proj.0, b_proj at once: their gradients are the columns of dproj
     o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 0);
     o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);

@@ -169,11 +169,11 @@ typedef struct kda_ops {
 
     // ---- optimizer ----
     double (*sumsq)(const float *g, size_t n); // Σ g² (host double)
-    // AdamW (§6.3) on many tensors of one flat buffer in one call, the only AdamW (the plain and
-    // the sharded step both call it, so one rank of ZeRO-1 gives the plain step's bits): master
-    // fp32 p, working copy w (W type; may equal p on CPU); segment i is [segs[i].offset,
-    // + segs[i].n) of p, g, m, v (floats) and of w (W elements), with its own weight decay. g is read as g·gscale (the global-norm clip; 1 = none);
-    // g's contents afterwards are unspecified (the CPU scales it in place, CUDA leaves it).
+    // AdamW (§6.3) on many tensors of one flat buffer in one call, the only AdamW (optim.c's
+    // kda_optim_apply, for the plain and the sharded step): master fp32 p, working copy w (W type;
+    // may equal p on CPU); segment i is [segs[i].offset, + segs[i].n) of p, g, m, v (floats) and
+    // of w (W elements), with its own weight decay. g is read as g·gscale (the global-norm clip;
+    // 1 = none); g's contents afterwards are unspecified (the CPU scales it in place, CUDA leaves it).
     void (*adamw_multi)(float *p, void *w, float *g, float *m, float *v, const kda_adamw_seg *segs, int nseg,
                         float gscale, float lr, float beta1, float beta2, float eps, float bc1, float bc2);
     // copy fp32 master into the working copy (after load / init)

@@ -18,12 +18,16 @@ double kda_lr_at(const kda_config *c, long k) {
 }
 
 kda_step_info kda_optim_step(kda_model *m, double lr, long step1) {
-    const kda_ops *o = m->ops;
-    kda_step_info info = {0, 1, 0};
     kda_model_alloc_optim(m);
     // padding between tensors is always zero, so one pass over the buffer is the global norm;
     // a non-finite gradient makes Σg² non-finite (finite squares cannot overflow a double)
-    double ss = o->sumsq(m->grad, m->n_floats);
+    double ss = m->ops->sumsq(m->grad, m->n_floats);
+    return kda_optim_apply(m, m->master, m->adam_m, m->adam_v, 0, m->n_floats, ss, lr, step1);
+}
+
+kda_step_info kda_optim_apply(kda_model *m, float *master, float *adam_m, float *adam_v, size_t s0, size_t s1,
+                              double ss, double lr, long step1) {
+    kda_step_info info = {0, 1, 0};
     if (!isfinite(ss)) {
         info.nonfinite = 1;
         info.grad_norm = NAN;
@@ -42,12 +46,18 @@ kda_step_info kda_optim_step(kda_model *m, double lr, long step1) {
     float b1 = (float)m->cfg.adam_beta1, b2 = (float)m->cfg.adam_beta2;
     float bc1 = (float)(1.0 - pow(m->cfg.adam_beta1, (double)step1));
     float bc2 = (float)(1.0 - pow(m->cfg.adam_beta2, (double)step1));
-    // clip and AdamW over every tensor in one call (one launch on the GPU)
+    // clip and AdamW over every tensor piece in the range in one call (one launch on the GPU);
+    // offsets from s0 in every buffer
+    const kda_ops *o = m->ops;
     kda_adamw_seg *segs = kda_malloc((size_t)m->n_params * sizeof *segs + 1);
-    for (int i = 0; i < m->n_params; i++)
-        segs[i] = (kda_adamw_seg){m->params[i].offset, m->params[i].numel, m->params[i].weight_decay};
-    o->adamw_multi(m->master, m->work, m->grad, m->adam_m, m->adam_v, segs, m->n_params, gscale, (float)lr, b1, b2,
-                   (float)m->cfg.adam_eps, bc1, bc2);
+    int nseg = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const kda_param *p = &m->params[i];
+        size_t a, len = kda_overlap(p->offset, p->offset + p->numel, s0, s1, &a);
+        if (len) segs[nseg++] = (kda_adamw_seg){a - s0, len, p->weight_decay};
+    }
+    o->adamw_multi(master, (char *)m->work + s0 * (size_t)o->w_bytes, m->grad + s0, adam_m, adam_v, segs, nseg, gscale,
+                   (float)lr, b1, b2, (float)m->cfg.adam_eps, bc1, bc2);
     free(segs);
     return info;
 }

@@ -19,4 +19,12 @@ typedef struct {
 // step1 (1-based) and learning rate lr; gradients are left as they are (caller zeroes).
 kda_step_info kda_optim_step(kda_model *m, double lr, long step1);
 
+// The update on the parameter range [s0, s1) of the flat buffers, given the global Σg² ss of
+// every gradient (non-finite: no update): the clip factor from it, then one adamw_multi over the
+// tensors' pieces inside the range; master, adam_m, adam_v hold the range from s0 (the whole
+// buffers with s0 = 0, or a ZeRO-1 shard). kda_optim_step is this on [0, n_floats), so one rank
+// of the sharded step gives the plain step's bits.
+kda_step_info kda_optim_apply(kda_model *m, float *master, float *adam_m, float *adam_v, size_t s0, size_t s1,
+                              double ss, double lr, long step1);
+
 #endif

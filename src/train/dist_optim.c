@@ -145,42 +145,13 @@ kda_step_info kda_dist_optim_step(kda_dist_optim *o, double lr, long step1) {
     c->wait(c);
     if (!o->sharded) return kda_optim_step(m, lr, step1);
 
-    // The plain path's operations on the shard (kda_optim_step): Σg² over the shard's part of the
-    // tensors (a non-finite gradient makes it non-finite), then clip and AdamW in one adamw_multi
-    // over the tensors' pieces in the shard, so that one rank gives the plain path's bits.
-    const kda_ops *ops = m->ops;
+    // the plain step's update on the shard (kda_optim_apply), from Σg² over the shard's part of
+    // the tensors summed across ranks; one rank gives the plain step's bits
     size_t s0 = o->lo, s1 = o->lo + o->S, g0, glen = kda_overlap(0, m->n_floats, s0, s1, &g0);
-    kda_step_info info = {0, 1, 0};
-    double ss = c->sum_f64(c, glen ? ops->sumsq(m->grad + g0, glen) : 0.0);
-    if (!isfinite(ss)) {
-        info.nonfinite = 1;
-        info.grad_norm = NAN;
-        return info;
-    }
-    info.grad_norm = sqrt(ss);
-    float gscale = 1.0f;
-    double clip = m->cfg.clip_grad;
-    if (clip > 0) {
-        double coef = clip / (info.grad_norm + 1e-6);
-        if (coef < 1) {
-            info.clip_coef = coef;
-            gscale = (float)coef;
-        }
-    }
-    float b1 = (float)m->cfg.adam_beta1, b2 = (float)m->cfg.adam_beta2;
-    float bc1 = (float)(1.0 - pow(m->cfg.adam_beta1, (double)step1));
-    float bc2 = (float)(1.0 - pow(m->cfg.adam_beta2, (double)step1));
-    kda_adamw_seg *segs = kda_malloc((size_t)m->n_params * sizeof *segs + 1);
-    int nseg = 0;
-    for (int i = 0; i < m->n_params; i++) { // offsets from the shard's start in every buffer
-        const kda_param *p = &m->params[i];
-        size_t a, len = kda_overlap(p->offset, p->offset + p->numel, s0, s1, &a);
-        if (len) segs[nseg++] = (kda_adamw_seg){a - s0, len, p->weight_decay};
-    }
-    ops->adamw_multi(o->master, (char *)m->work + s0 * (size_t)ops->w_bytes, m->grad + s0, o->adam_m, o->adam_v, segs,
-                     nseg, gscale, (float)lr, b1, b2, (float)m->cfg.adam_eps, bc1, bc2);
-    free(segs);
-    c->allgather(c, m->work, o->S * (size_t)ops->w_bytes);
+    double ss = c->sum_f64(c, glen ? m->ops->sumsq(m->grad + g0, glen) : 0.0);
+    kda_step_info info = kda_optim_apply(m, o->master, o->adam_m, o->adam_v, s0, s1, ss, lr, step1);
+    if (info.nonfinite) return info;
+    c->allgather(c, m->work, o->S * (size_t)m->ops->w_bytes);
     c->wait(c);
     small_params_current(o);
     return info;
