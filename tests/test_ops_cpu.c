@@ -8,6 +8,7 @@
 #include "base/common.h"
 #include "model/ops.h"
 #include "conv_one.h"
+#include "gu_pack.h"
 #include "test_util.h"
 
 static kda_rng R;
@@ -339,10 +340,11 @@ static void test_conv_groups(void) {
     int same = !memcmp(dxa, dxb, nw * sizeof(float)), outside = 1;
     for (int i = 0; i < 2; i++)
         same &= !memcmp(ya[i], yb[i], (size_t)B * T * C[i] * sizeof(float)) &&
-                !memcmp(dwa[i], dwb[i], (size_t)C[i] * W * sizeof(float));
+            !memcmp(dwa[i], dwb[i], (size_t)C[i] * W * sizeof(float));
     for (size_t r = 0; r < (size_t)B * T; r++)
         for (int j = 0; j < ld; j++)
-            if (j < col[0] || (j >= col[0] + C[0] && j < col[1]) || j >= col[1] + C[1]) outside &= isnan(dxa[r * ld + j]);
+            if (j < col[0] || (j >= col[0] + C[0] && j < col[1]) || j >= col[1] + C[1])
+                outside &= isnan(dxa[r * ld + j]);
     T_CHECK(same, "conv: two channel groups in one call give a call a group's outputs");
     T_CHECK(outside, "conv: dx written only in the groups' columns");
     for (int i = 0; i < 2; i++) free(w[i]), free(dy[i]), free(ya[i]), free(yb[i]), free(dwa[i]), free(dwb[i]);
@@ -378,16 +380,6 @@ static void test_conv(void) {
     free(g1);
 }
 
-// gu [N,2F] from g and u [N,F] (ops.h: gate in each row's first F columns, up in the next F)
-static float *pack_halves(const float *g, const float *u, int N, int F) {
-    float *gu = kda_malloc((size_t)N * 2 * F * sizeof(float));
-    for (int r = 0; r < N; r++) {
-        memcpy(gu + (size_t)r * 2 * F, g + (size_t)r * F, F * sizeof(float));
-        memcpy(gu + (size_t)r * 2 * F + F, u + (size_t)r * F, F * sizeof(float));
-    }
-    return gu;
-}
-
 // half h (0: the first F columns, 1: the next F) of each row of x [N,2F], packed [N,F]
 static float *half_of(const float *x, int h, int N, int F) {
     float *o = kda_malloc((size_t)N * F * sizeof(float));
@@ -397,7 +389,7 @@ static float *half_of(const float *x, int h, int N, int F) {
 
 static void test_swiglu(void) {
     int N = 5, F = 10, n = N * F, dm[] = {n};
-    float *g = randf(n, 2), *u = randf(n, 1), *z = nanf_buf(n), *gu = pack_halves(g, u, N, F);
+    float *g = randf(n, 2), *u = randf(n, 1), *z = nanf_buf(n), *gu = gu_pack(g, u, N, F);
     O->swiglu_fwd(gu, z, N, F);
     double *in[] = {to_d(g, n), to_d(u, n)}, *ref = kda_malloc(n * sizeof(double));
     ref_swiglu(in, ref, dm);
@@ -408,7 +400,7 @@ static void test_swiglu(void) {
     for (int r = 0; r < N; r++) memcpy(dzw + (size_t)r * ld, dz + (size_t)r * F, F * sizeof(float));
     O->swiglu_bwd(gu, dzw, ld, dgu, zb, N, F);
     T_CHECK(!memcmp(zb, z, n * sizeof(float)), "swiglu bwd: its z has the forward's bits");
-    float *io = pack_halves(dz, z, N, F); // dgate over dz, in place (the up half overwritten)
+    float *io = gu_pack(dz, z, N, F); // dgate over dz, in place (the up half overwritten)
     O->swiglu_bwd(gu, io, 2 * F, io, NULL, N, F);
     T_CHECK(!memcmp(io, dgu, 2 * n * sizeof(float)), "swiglu bwd in place (dz in dgu's gate columns): the same bits");
     float *dg = half_of(dgu, 0, N, F), *du = half_of(dgu, 1, N, F);

@@ -8,6 +8,7 @@
 
 #include "cuda/cuda_test_util.h"
 #include "conv_one.h"
+#include "gu_pack.h"
 #include "test_die.h"
 
 // ---- inputs as columns of a wider matrix (ops.h ldx) ----
@@ -400,21 +401,11 @@ static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
 }
 
 // ---- SwiGLU ----
-// gu [N,2F]: rows of g then u (ops.h)
-static float *pack_gu(const float *g, const float *u, int N, int F) {
-    float *gu = kda_malloc((size_t)N * 2 * F * 4);
-    for (int r = 0; r < N; r++) {
-        memcpy(gu + (size_t)r * 2 * F, g + (size_t)r * F, (size_t)F * 4);
-        memcpy(gu + (size_t)r * 2 * F + F, u + (size_t)r * F, (size_t)F * 4);
-    }
-    return gu;
-}
-
 // F % 8 == 0: the 16-byte path on aligned buffers; then every call again one element off alignment
 // (the element-by-element path): the same bits.
 static void test_swiglu(int N, int F) {
     size_t n = (size_t)N * F, n2 = 2 * n, ld = (size_t)F + 8;
-    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *gu = pack_gu(g, u, N, F), *z_ref = h_randn(n, 1);
+    float *g = h_randn_bf(n, 2.0), *u = h_randn_bf(n, 1.0), *gu = gu_pack(g, u, N, F), *z_ref = h_randn(n, 1);
     CPU->swiglu_fwd(gu, z_ref, N, F);
     void *gu_ = d_bf(gu, n2), *z_ = d_bf_nan(n);
     CU->swiglu_fwd(gu_, z_, N, F);
@@ -433,7 +424,7 @@ static void test_swiglu(int N, int F) {
     float *zb = h_of_bf(zb_, n), *dgu2 = h_of_bf(dgu_, n2);
     T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dgu2, dgu, n2 * 4), "swiglu_bwd %dx%d: its z has swiglu_fwd's bits", N, F);
     { // dz in dgu's gate columns, in place: the same bits
-        float *io = pack_gu(dz, g, N, F);
+        float *io = gu_pack(dz, g, N, F);
         void *io_ = d_bf(io, n2);
         CU->swiglu_bwd(gu_, io_, 2 * F, io_, NULL, N, F);
         float *got = h_of_bf(io_, n2);
