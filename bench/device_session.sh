@@ -42,6 +42,10 @@
 #      both ways, the core's speed and per-kernel times both ways, the parity run and the 300M
 #      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build;
 #      after z5, __expf is the finish kernel's only path and KDA_FINISH_FASTEXP is gone);
+#   p20: bench/pending/next-s20 (the finish kernel's diagonal blocks of dL and dAqk in fp32): the
+#      native build's core, step and memcheck tests, the core's speed against main's
+#      (bench_kda_base, carried beside it) twice each, ncu per-kernel times of the core, the parity
+#      run against the recorded FLA run, the 300M step of main (kda_base) and of the series;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -212,6 +216,23 @@ z5)
             --steps 1 --warmup 1 > /dev/null 2>&1
         python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -45; lap "ncu per-kernel times of a step"
     fi
+    ;;
+p20)
+    tests_on $N kda,step,sanitizer 120 device_log_native.txt "native device tests (core, step, memcheck)"
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+        echo "== KDA core, $k"
+        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
+    done
+    lap "core A/B"
+    ncu_kda_kernels
+    fla_env
+    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
+        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
+        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
+    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    lap "loss parity vs the recorded FLA run"
+    for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"

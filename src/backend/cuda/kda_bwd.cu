@@ -316,11 +316,32 @@ __device__ void finish_between_blocks(finish_smem &m, int n) {
     }
 }
 
-__device__ __forceinline__ float pair_l(const finish_smem &m, int r, int j) {
-    return bf2f(m.dLh[r][j]) + bf2f(m.dLl[r][j]);
+// The diagonal 16x16 blocks of dL and dAqk are read only by B9's pair loops (the between-block
+// products read the blocks left of and below them), so there they are kept in fp32, as the
+// chunk GEMMs wrote them: row r's 16 values of its block in the 64 bytes that the block's hi and
+// lo halves of that row held (values 0-7 where hi's 8 were, 8-15 where lo's were). One 4-byte
+// read a pair instead of two 2-byte reads, two conversions and an add, and the exact values.
+// lo follows hi in finish_smem (dLl after dLh, dAl after dAh): one address, no select.
+enum { FLO = KDA_MAX_C * FMP / 2 }; // floats from a hi row's element to the same lo row's
+static_assert(offsetof(finish_smem, dLl) - offsetof(finish_smem, dLh) == FLO * sizeof(float) &&
+                  offsetof(finish_smem, dAl) - offsetof(finish_smem, dAh) == FLO * sizeof(float),
+              "diag_at: lo must follow hi");
+__device__ __forceinline__ float *diag_at(bf16 (*hi)[FMP], int r, int j) {
+    return (float *)(hi[r] + (j & ~15)) + (j & 7) + ((j >> 3) & 1) * FLO;
 }
-__device__ __forceinline__ float pair_a(const finish_smem &m, int r, int j) {
-    return bf2f(m.dAh[r][j]) + bf2f(m.dAl[r][j]);
+__device__ __forceinline__ float pair_l(finish_smem &m, int r, int j) { return *diag_at(m.dLh, r, j); }
+__device__ __forceinline__ float pair_a(finish_smem &m, int r, int j) { return *diag_at(m.dAh, r, j); }
+
+// After the tile loads of dL and dAqk (and a barrier): their diagonal blocks as fp32 (diag_at).
+__device__ void finish_diag_blocks(finish_smem &m, const kda_shape &s, const float *__restrict__ dL,
+                                   const float *__restrict__ dA, size_t row0, int n) {
+    for (int e = threadIdx.x; e < KDA_MAX_C * 16; e += blockDim.x) {
+        int r = e >> 4, j = (r & ~15) + (e & 15);
+        size_t i = (row0 + (size_t)r * s.H) * s.C + j;
+        bool ok = r < n && j < s.C;
+        *diag_at(m.dLh, r, j) = ok ? dL[i] : 0.0f;
+        *diag_at(m.dAh, r, j) = ok ? dA[i] : 0.0f;
+    }
 }
 
 __global__ void __launch_bounds__(256, 3)
@@ -352,6 +373,8 @@ __global__ void __launch_bounds__(256, 3)
     }
     tile_load(smat{&m.dLh[0][0], &m.dLl[0][0], FMP}, w.dL + row0 * C, (size_t)s.H * C, n, C, MC, MC);
     tile_load(smat{&m.dAh[0][0], &m.dAl[0][0], FMP}, w.dA + row0 * C, (size_t)s.H * C, n, C, MC, MC);
+    __syncthreads(); // the diagonal blocks' hi and lo were written by other threads
+    finish_diag_blocks(m, s, w.dL, w.dA, row0, n);
     float dA_total = 0.0f; // thread 0
     for (int d0 = 0; d0 < K; d0 += FT) {
         int dn = min(FT, K - d0);
