@@ -217,7 +217,7 @@ static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *
 // products on tensor cores: X,Y of block I (ρ = its first row I0) = [dL|dAqk]_{I,<I0}·(k⊙e^{Γ_I0−Γ})
 // and Z of block J (ρ = its last row) = dL_{>ρ,J}ᵀ·(βk⊙e^{Γ−Γ_ρ}) + dAqk_{>ρ,J}ᵀ·(s·q⊙e^{Γ−Γ_ρ}),
 // with dL, dAqk and the scaled operands as bf16 hi + lo pairs (kda_tile.cuh).
-enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96 };
+enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96, RW = 2 };
 
 // 73 KiB: with <= 80 registers a thread (launch bounds), 3 blocks an SM on Hopper.
 struct __align__(128) finish_smem {
@@ -359,17 +359,30 @@ __global__ void __launch_bounds__(256, 3)
     float sc = s.scale, eA = expf(A_log[h]);
 
     if (tid < MC) m.betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
-    // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v
-    for (int r = warp; r < n; r += 8) {
-        size_t row = kda_row(s, b, c, h, r);
-        float be = sv.beta[row], acc = 0.0f;
+    // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v. A warp's rows RW at a time (rows r0, r0 + 8, ..),
+    // their loads issued together (rows past n read row n − 1 and store nothing); each row's
+    // operations and their order as one row at a time, so the same bits.
+    for (int r0 = warp; r0 < n; r0 += 8 * RW) {
+        size_t row[RW];
+        float be[RW], acc[RW];
+#pragma unroll
+        for (int q = 0; q < RW; q++)
+            row[q] = kda_row(s, b, c, h, min(r0 + 8 * q, n - 1)), be[q] = sv.beta[row[q]], acc[q] = 0.0f;
         for (int j = lane; j < V; j += 32) {
-            float g = w.dBV[row * V + j];
-            acc += g * bf2f(v[row * V + j]);
-            dv[row * V + j] = f2bf(be * g);
+            float g[RW], x[RW];
+#pragma unroll
+            for (int q = 0; q < RW; q++) g[q] = w.dBV[row[q] * V + j], x[q] = bf2f(v[row[q] * V + j]);
+#pragma unroll
+            for (int q = 0; q < RW; q++) {
+                acc[q] += g[q] * x[q];
+                if (r0 + 8 * q < n) dv[row[q] * V + j] = f2bf(be[q] * g[q]);
+            }
         }
-        acc = warp_sum(acc);
-        if (lane == 0) m.dbeta[r] = acc;
+#pragma unroll
+        for (int q = 0; q < RW; q++) {
+            float a = warp_sum(acc[q]);
+            if (lane == 0 && r0 + 8 * q < n) m.dbeta[r0 + 8 * q] = a;
+        }
     }
     tile_load(smat{&m.dLh[0][0], &m.dLl[0][0], FMP}, w.dL + row0 * C, (size_t)s.H * C, n, C, MC, MC);
     tile_load(smat{&m.dAh[0][0], &m.dAl[0][0], FMP}, w.dA + row0 * C, (size_t)s.H * C, n, C, MC, MC);
@@ -476,20 +489,36 @@ __global__ void __launch_bounds__(256, 3)
         float be = m.betas[tid];
         db[kda_b_at(s, kda_row(s, b, c, h, tid))] = f2bf(m.dbeta[tid] * be * (1.0f - be));
     }
-    // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector
-    for (int r = warp; r < n; r += 8) {
-        size_t row = kda_row(s, b, c, h, r);
-        float dotq = 0.0f, dotk = 0.0f;
-        for (int d = lane; d < K; d += 32) {
-            dotq += w.dQ[row * K + d] * bf2f(sv.qn[row * K + d]);
-            dotk += w.dK[row * K + d] * bf2f(sv.kn[row * K + d]);
+    // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector; rows RW at a time
+    // as in B7 (the same bits as one at a time)
+    for (int r0 = warp; r0 < n; r0 += 8 * RW) {
+        size_t row[RW];
+        float dotq[RW], dotk[RW], rq[RW], rk[RW];
+#pragma unroll
+        for (int q = 0; q < RW; q++) {
+            row[q] = kda_row(s, b, c, h, min(r0 + 8 * q, n - 1)), dotq[q] = dotk[q] = 0.0f;
+            rq[q] = sv.rq[row[q]], rk[q] = sv.rk[row[q]];
         }
-        dotq = warp_sum(dotq), dotk = warp_sum(dotk);
-        float rq = sv.rq[row], rk = sv.rk[row];
         for (int d = lane; d < K; d += 32) {
-            size_t i = row * K + d;
-            dq[i] = f2bf(rq * (w.dQ[i] - dotq * bf2f(sv.qn[i])));
-            dk[i] = f2bf(rk * (w.dK[i] - dotk * bf2f(sv.kn[i])));
+            float gq[RW], yq[RW], gk[RW], yk[RW];
+#pragma unroll
+            for (int q = 0; q < RW; q++) {
+                size_t i = row[q] * K + d;
+                gq[q] = w.dQ[i], yq[q] = bf2f(sv.qn[i]), gk[q] = w.dK[i], yk[q] = bf2f(sv.kn[i]);
+            }
+#pragma unroll
+            for (int q = 0; q < RW; q++) dotq[q] += gq[q] * yq[q], dotk[q] += gk[q] * yk[q];
+        }
+#pragma unroll
+        for (int q = 0; q < RW; q++) dotq[q] = warp_sum(dotq[q]), dotk[q] = warp_sum(dotk[q]);
+        for (int d = lane; d < K; d += 32) {
+#pragma unroll
+            for (int q = 0; q < RW; q++) {
+                if (r0 + 8 * q >= n) continue;
+                size_t i = row[q] * K + d;
+                dq[i] = f2bf(rq[q] * (w.dQ[i] - dotq[q] * bf2f(sv.qn[i])));
+                dk[i] = f2bf(rk[q] * (w.dK[i] - dotk[q] * bf2f(sv.kn[i])));
+            }
         }
     }
 }
