@@ -42,9 +42,10 @@
 #      both ways, the core's speed and per-kernel times both ways, the parity run and the 300M
 #      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build;
 #      after z5, __expf is the finish kernel's only path and KDA_FINISH_FASTEXP is gone);
-#   p20: bench/pending/next-s20 (the finish kernel's diagonal blocks of dL and dAqk in fp32): the
-#      native build's core, step and memcheck tests, the core's speed against main's
-#      (bench_kda_base, carried beside it) twice each, ncu per-kernel times of the core, the parity
+#   p20: bench/pending/next-s20 (the finish kernel: diagonal blocks of dL and dAqk in fp32, row loops
+#      two rows at once, B9's pairs once): the native build's core, step and memcheck tests (and
+#      test_cuda_kda with KDA_FINISH_PAIRS=twice), the core's speed against main's (bench_kda_base,
+#      carried beside it) and with KDA_FINISH_PAIRS=twice, ncu per-kernel times both ways, the parity
 #      run against the recorded FLA run, the 300M step of main (kda_base) and of the series;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
@@ -219,12 +220,16 @@ z5)
     ;;
 p20)
     tests_on $N kda,step,sanitizer 120 device_log_native.txt "native device tests (core, step, memcheck)"
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+    echo "== test_cuda_kda with KDA_FINISH_PAIRS=twice (B9's pairs element by element)"
+    KDA_FINISH_PAIRS=twice timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
+    for k in bench_kda_base bench_kda_cuda twice bench_kda_base bench_kda_cuda twice; do
         echo "== KDA core, $k"
-        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
+        if [ $k = twice ]; then KDA_FINISH_PAIRS=twice timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
+        elif [ -x $N/$k ]; then timeout 60 $N/$k 16 32 64 | grep "^ours"; fi
     done
     lap "core A/B"
     ncu_kda_kernels
+    echo "== per kernel, KDA_FINISH_PAIRS=twice"; KDA_FINISH_PAIRS=twice ncu_kda_kernels
     fla_env
     GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
         FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |

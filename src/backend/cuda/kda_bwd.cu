@@ -218,6 +218,7 @@ static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *
 // and Z of block J (ρ = its last row) = dL_{>ρ,J}ᵀ·(βk⊙e^{Γ−Γ_ρ}) + dAqk_{>ρ,J}ᵀ·(s·q⊙e^{Γ−Γ_ρ}),
 // with dL, dAqk and the scaled operands as bf16 hi + lo pairs (kda_tile.cuh).
 enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96, RW = 2 };
+enum { PER = KDA_MAX_C * FT / 256 }; // (row, column) elements of a pass a thread
 
 // 73 KiB: with <= 80 registers a thread (launch bounds), 3 blocks an SM on Hopper.
 struct __align__(128) finish_smem {
@@ -235,6 +236,7 @@ struct __align__(128) finish_smem {
     };
     float qs[KDA_MAX_C][FTP], ks[KDA_MAX_C][FTP], gs[KDA_MAX_C][FTP];
     float betas[KDA_MAX_C], dbeta[KDA_MAX_C], dApart[FT], gl[FT], hdh[FT];
+    float dbp[2][KDA_MAX_C]; // B9 once a pair: a pass's dβ terms of a row, its columns 0-7 and 8-15
 };
 
 // 3 blocks an SM on Hopper (228 KiB of shared memory an SM, 1 KiB reserved a block; 2 on A100's 164)
@@ -344,6 +346,108 @@ __device__ void finish_diag_blocks(finish_smem &m, const kda_shape &s, const flo
     }
 }
 
+// B9's last terms and B4-B6 for element (r, d0 + dd), given its in-block pair sums X, Y (row side)
+// and Z (column side): dq̂, dk̂ into w.dQ, w.dK; dΓ terms into m.dgs, m.pb (zeros where !live);
+// returns its dβ term.
+__device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
+                                                size_t row0, int d0, int n, float sc, int r, int dd, bool live,
+                                                float X, float Y, float Z) {
+    float pbeta = 0.0f, dg = 0.0f, pbv = 0.0f;
+    if (live) {
+        float gr = m.gs[r][dd], qr = m.qs[r][dd], kr = m.ks[r][dd];
+        int I0 = r & ~15, rho = I0 + 15;
+        if (I0 > 0) {
+            float e0 = decay_exp(gr - m.gs[I0][dd]);
+            X += e0 * m.Xs[r][dd], Y += e0 * m.Ys[r][dd];
+        }
+        if (rho < n - 1) Z += decay_exp(m.gs[rho][dd] - gr) * m.Zs[r][dd];
+        size_t i = (row0 + (size_t)r * s.H) * s.K + d0 + dd;
+        float eg = decay_exp(gr), egl = decay_exp(m.gl[dd] - gr), be = m.betas[r];
+        float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
+        w.dQ[i] = dqg * eg + sc * Y;
+        w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
+        dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
+        pbv = dkd * kr * egl; // B5 term of the last row's dΓ
+        pbeta = kr * eg * gm + kr * X;
+    }
+    m.dgs[r][dd] = dg, m.pb[r][dd] = pbv;
+    return pbeta;
+}
+
+// B9 inside the 16-row blocks, element by element: a thread per (row, column) walks its row side
+// (j <= r) and its column side (j >= r), so each pair is visited twice (KDA_FINISH_PAIRS=twice).
+__device__ __forceinline__ void finish_pairs_twice(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
+                                                   size_t row0, int d0, int n, int dn, float sc) {
+#pragma unroll
+    for (int x = 0; x < PER; x++) {
+        int e = threadIdx.x + 256 * x, r = e / FT, dd = e % FT; // a half-warp: one row r, consecutive columns
+        bool live = r < n && dd < dn;
+        float X = 0.0f, Y = 0.0f, Z = 0.0f;
+        if (live) {
+            float gr = m.gs[r][dd];
+            int I0 = r & ~15, jend = min(I0 + 15, n - 1);
+            for (int j = I0; j <= r; j++) { // row side
+                float ek = m.ks[j][dd] * decay_exp(gr - m.gs[j][dd]);
+                X += pair_l(m, r, j) * ek;
+                Y += pair_a(m, r, j) * ek;
+            }
+            for (int j = r; j <= jend; j++) // column side
+                Z += (pair_l(m, j, r) * m.betas[j] * m.ks[j][dd] + pair_a(m, j, r) * sc * m.qs[j][dd]) *
+                    decay_exp(m.gs[j][dd] - gr);
+        }
+        float pbeta = finish_element(m, s, w, row0, d0, n, sc, r, dd, live, X, Y, Z);
+#pragma unroll
+        for (int o = FT / 2; o > 0; o >>= 1) pbeta += __shfl_xor_sync(0xffffffffu, pbeta, o);
+        if (dd == 0 && r < n) m.dbeta[r] += pbeta;
+    }
+}
+
+// B9 inside the 16-row blocks, each pair (a >= b) once: a thread per (block, column, a mod 4)
+// takes rows a = I0 + t, + 4, .. and for each pair its e^{Γa−Γb}, dL_ab and dAqk_ab once, for X_a,
+// Y_a (complete in the thread) and Z_b (partial; summed over the column's 4 lanes by two xor
+// shuffles). A row's dβ terms over the pass's 16 columns: 8 a warp, the two warps' sums in
+// m.dbp, added to m.dbeta by the caller after its barrier.
+__device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
+                                                  size_t row0, int d0, int n, int dn, float sc) {
+    int tid = threadIdx.x, t = tid & 3, dd = (tid >> 2) & 15, I0 = 16 * (tid >> 6);
+    bool col = dd < dn;
+    float X[4], Y[4], Z[16];
+#pragma unroll
+    for (int q = 0; q < 16; q++) Z[q] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int a = I0 + t + 4 * i;
+        bool live = col && a < n;
+        float ga = m.gs[a][dd], cb = m.betas[a] * m.ks[a][dd], cq = sc * m.qs[a][dd];
+        X[i] = 0.0f, Y[i] = 0.0f;
+#pragma unroll
+        for (int bb = 0; bb < 16; bb++) {
+            if (live && bb <= t + 4 * i) {
+                int b = I0 + bb;
+                float E = decay_exp(ga - m.gs[b][dd]);
+                float dl = pair_l(m, a, b), da = pair_a(m, a, b), ek = m.ks[b][dd] * E;
+                X[i] += dl * ek, Y[i] += da * ek;
+                Z[bb] += (dl * cb + da * cq) * E;
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 16; q++) {
+        Z[q] += __shfl_xor_sync(0xffffffffu, Z[q], 1);
+        Z[q] += __shfl_xor_sync(0xffffffffu, Z[q], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int r = I0 + t + 4 * i;
+        float Zr = t == 0 ? Z[4 * i] : t == 1 ? Z[4 * i + 1] : t == 2 ? Z[4 * i + 2] : Z[4 * i + 3];
+        float pbeta = finish_element(m, s, w, row0, d0, n, sc, r, dd, col && r < n, X[i], Y[i], Zr);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) pbeta += __shfl_xor_sync(0xffffffffu, pbeta, o); // the warp's 8 columns
+        if ((tid & 31) < 4) m.dbp[(tid >> 5) & 1][r] = pbeta;
+    }
+}
+
+template <bool ONCE>
 __global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
                       const float *__restrict__ A_log, const float *__restrict__ dt_bias, kda_bwd_scratch w,
@@ -391,7 +495,6 @@ __global__ void __launch_bounds__(256, 3)
     float dA_total = 0.0f; // thread 0
     for (int d0 = 0; d0 < K; d0 += FT) {
         int dn = min(FT, K - d0);
-        enum { PER = MC * FT / 256 }; // (row, column) pieces of the pass a thread
         __syncthreads();
         load_chunk_rows(s, sv.qn, K, b, c, h, n, MC, d0, FT, K, &m.qs[0][0], FTP);
         load_chunk_rows(s, sv.kn, K, b, c, h, n, MC, d0, FT, K, &m.ks[0][0], FTP);
@@ -409,42 +512,12 @@ __global__ void __launch_bounds__(256, 3)
         __syncthreads();
         finish_between_blocks(m, n);
         __syncthreads();
-#pragma unroll
-        for (int x = 0; x < PER; x++) {
-            int e = tid + 256 * x, r = e / FT, dd = e % FT; // a half-warp: one row r, consecutive key columns
-            float pbeta = 0.0f, dg = 0.0f, pbv = 0.0f;
-            if (r < n && dd < dn) {
-                float gr = m.gs[r][dd], qr = m.qs[r][dd], kr = m.ks[r][dd];
-                int I0 = r & ~15, rho = I0 + 15, jend = min(rho, n - 1);
-                float X = 0.0f, Y = 0.0f, Z = 0.0f;
-                for (int j = I0; j <= r; j++) { // B9 inside the block, row side
-                    float ek = m.ks[j][dd] * decay_exp(gr - m.gs[j][dd]);
-                    X += pair_l(m, r, j) * ek;
-                    Y += pair_a(m, r, j) * ek;
-                }
-                if (I0 > 0) {
-                    float e0 = decay_exp(gr - m.gs[I0][dd]);
-                    X += e0 * m.Xs[r][dd], Y += e0 * m.Ys[r][dd];
-                }
-                for (int j = r; j <= jend; j++) // B9 inside the block, column side
-                    Z += (pair_l(m, j, r) * m.betas[j] * m.ks[j][dd] + pair_a(m, j, r) * sc * m.qs[j][dd]) *
-                        decay_exp(m.gs[j][dd] - gr);
-                if (rho < n - 1) Z += decay_exp(m.gs[rho][dd] - gr) * m.Zs[r][dd];
-                size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                float eg = decay_exp(gr), egl = decay_exp(m.gl[dd] - gr), be = m.betas[r];
-                float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
-                w.dQ[i] = dqg * eg + sc * Y;
-                w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
-                dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
-                pbv = dkd * kr * egl; // B5 term of the last row's dΓ
-                pbeta = kr * eg * gm + kr * X;
-            }
-            m.dgs[r][dd] = dg, m.pb[r][dd] = pbv;
-#pragma unroll
-            for (int o = FT / 2; o > 0; o >>= 1) pbeta += __shfl_xor_sync(0xffffffffu, pbeta, o);
-            if (dd == 0 && r < n) m.dbeta[r] += pbeta;
-        }
+        if (ONCE)
+            finish_pairs_once(m, s, w, row0, d0, n, dn, sc);
+        else
+            finish_pairs_twice(m, s, w, row0, d0, n, dn, sc);
         __syncthreads();
+        if (ONCE && tid < n) m.dbeta[tid] += m.dbp[0][tid] + m.dbp[1][tid];
         for (int dd = warp; dd < dn; dd += 8) { // B5 + B6 land on the last row; B10 reverse cumsum: dgs
             // becomes dα. A lane holds rows lane and lane + 32 (rows past n are zeros).
             float add = warp_sum(m.pb[lane][dd] + m.pb[lane + 32][dd]) + decay_exp(m.gl[dd]) * m.hdh[dd];
@@ -586,15 +659,15 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     } else {
         d3_chunk_gemms(s, sv, dO, w);
     }
-    // D4
+    // D4 (KDA_FINISH_PAIRS=twice: B9's pairs element by element, to measure one against the other)
+    const char *fp = getenv("KDA_FINISH_PAIRS");
+    auto finish = fp && !strcmp(fp, "twice") ? kda_finish_kernel<false> : kda_finish_kernel<true>;
     size_t smem = sizeof(finish_smem);
-    CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
-    CU_CHECK(cudaFuncSetAttribute(kda_finish_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared));
-    kda_finish_kernel<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(
-        s, sv, (const bf16 *)v, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (bf16 *)df,
-        (bf16 *)db);
+    CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)v, (const bf16 *)f, A_log, dt_bias, w,
+                                                         (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5
     kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);
