@@ -43,7 +43,7 @@
 #      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build;
 #      after z5, __expf is the finish kernel's only path and KDA_FINISH_FASTEXP is gone);
 #   p20: bench/pending/next-s20 (the finish kernel: diagonal blocks of dL and dAqk in fp32, row loops
-#      two rows at once, B9's pairs once): the native build's core, step and memcheck tests (and
+#      two rows at once, B9's pairs once, intra's __expf): the core, step, decode and memcheck tests (and
 #      test_cuda_kda with KDA_FINISH_PAIRS=twice), the core's speed against main's (bench_kda_base,
 #      carried beside it) and with KDA_FINISH_PAIRS=twice, ncu per-kernel times both ways, the parity
 #      run against the recorded FLA run, the 300M step of main (kda_base) and of the series;
@@ -219,7 +219,7 @@ z5)
     fi
     ;;
 p20)
-    tests_on $N kda,step,sanitizer 120 device_log_native.txt "native device tests (core, step, memcheck)"
+    tests_on $N kda,step,decode,sanitizer 140 device_log_native.txt "native device tests (core, step, decode, memcheck)"
     echo "== test_cuda_kda with KDA_FINISH_PAIRS=twice (B9's pairs element by element)"
     KDA_FINISH_PAIRS=twice timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
     for k in bench_kda_base bench_kda_cuda twice bench_kda_base bench_kda_cuda twice; do
@@ -230,11 +230,7 @@ p20)
     lap "core A/B"
     ncu_kda_kernels
     echo "== per kernel, KDA_FINISH_PAIRS=twice"; KDA_FINISH_PAIRS=twice ncu_kda_kernels
-    fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 150 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -4
-    rm -rf "${OUT:-/tmp/parity}/fla_init" "${OUT:-/tmp/parity}/kda_init" "${OUT:-/tmp/parity}"/*.log "${OUT:-/tmp/parity}/batches.i32"
+    parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"

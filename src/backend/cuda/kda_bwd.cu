@@ -249,13 +249,6 @@ __device__ __forceinline__ void put_split(bf16 *hi, bf16 *lo, float x) {
     *hi = h, *lo = f2bf(x - bf2f(h));
 }
 
-// e^x for the finish kernel's decays (x <= 0) through the hardware exponential: __expf (ex2 of
-// x·log2 e, ~2 + 1.2|x| ulp) is 2 instructions where expf is 9, in loops that are half the
-// kernel's instructions; every factor meets bf16 operands, so its error stays far below theirs.
-// Measured in session 19 (H100, 32 x 2048): finish 1.52 -> 1.48 ms, core 4.27 -> 4.22 ms,
-// parity against FLA 1.6e-3 (expf: 2.0e-3); the same tests against the CPU.
-__device__ __forceinline__ float decay_exp(float x) { return __expf(x); }
-
 // The scaled operands of this pass's between-block products (zeros where a row is past n).
 __device__ void finish_stage(finish_smem &m, int n, int dn, float sc) {
     for (int e = threadIdx.x; e < FOR * FT; e += blockDim.x) {

@@ -251,14 +251,14 @@ __device__ void intra_stage(intra_slice &m, const kda_shape &s, const kda_saved 
     __syncthreads();
     for (int e = threadIdx.x; e < KDA_MAX_C * DT; e += blockDim.x) {
         int r = e / DT, dd = e % DT, I0 = r & ~15;
-        float ex = r < n ? expf(m.gs[r][dd] - m.gs[I0][dd]) : 0.0f;
+        float ex = r < n ? decay_exp(m.gs[r][dd] - m.gs[I0][dd]) : 0.0f;
         bf16 hq = f2bf(m.qs[r][dd] * ex), hk = f2bf(m.ks[r][dd] * ex);
         m.qth[r][dd] = hq, m.qtl[r][dd] = f2bf(m.qs[r][dd] * ex - bf2f(hq));
         m.kth[r][dd] = hk, m.ktl[r][dd] = f2bf(m.ks[r][dd] * ex - bf2f(hk));
     }
     for (int e = threadIdx.x; e < IOR * DT; e += blockDim.x) {
         int t = e / DT, dd = e % DT, I = t < 16 ? 1 : t < 48 ? 2 : 3, j = t - kr_row0(I), I0 = 16 * I;
-        float x = I0 < n ? m.ks[j][dd] * expf(m.gs[I0][dd] - m.gs[j][dd]) : 0.0f;
+        float x = I0 < n ? m.ks[j][dd] * decay_exp(m.gs[I0][dd] - m.gs[j][dd]) : 0.0f;
         bf16 hx = f2bf(x);
         m.krh[t][dd] = hx, m.krl[t][dd] = f2bf(x - bf2f(hx));
     }
@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
             if (r >= n) continue;
             float sa = 0.0f, sl = 0.0f;
             for (int dd = 0; dd < DT; dd++) {
-                float e = expf(m.gs[r][dd] - m.gs[j][dd]); // j ≤ r: exponent ≤ 0
+                float e = decay_exp(m.gs[r][dd] - m.gs[j][dd]); // j ≤ r: exponent ≤ 0
                 float kj = m.ks[j][dd];
                 sa += m.qs[r][dd] * kj * e;
                 sl += m.ks[r][dd] * kj * e;
