@@ -42,11 +42,12 @@
 #      both ways, the core's speed and per-kernel times both ways, the parity run and the 300M
 #      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build;
 #      after z5, __expf is the finish kernel's only path and KDA_FINISH_FASTEXP is gone);
-#   p20: bench/pending/next-s20 (the finish kernel: diagonal blocks of dL and dAqk in fp32, row loops
-#      two rows at once, B9's pairs once, intra's __expf): the core, step, decode and memcheck tests (and
-#      test_cuda_kda with KDA_FINISH_PAIRS=twice), the core's speed against main's (bench_kda_base,
-#      carried beside it) and with KDA_FINISH_PAIRS=twice, ncu per-kernel times both ways, the parity
-#      run against the recorded FLA run, the 300M step of main (kda_base) and of the series;
+#   p20: session 20's call on bench/pending/next-s20 (the finish kernel: diagonal blocks of dL and dAqk
+#      in fp32, row loops two rows at once, B9's pairs once, intra's __expf): the core, step, decode
+#      and memcheck tests, the core's speed against main's (bench_kda_base, carried beside it), ncu
+#      per-kernel times, the parity run against the recorded FLA run, the 300M step of main
+#      (kda_base) and of the series (the call also ran the old pair loops, KDA_FINISH_PAIRS=twice,
+#      since removed);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -220,16 +221,12 @@ z5)
     ;;
 p20)
     tests_on $N kda,step,decode,sanitizer 140 device_log_native.txt "native device tests (core, step, decode, memcheck)"
-    echo "== test_cuda_kda with KDA_FINISH_PAIRS=twice (B9's pairs element by element)"
-    KDA_FINISH_PAIRS=twice timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
-    for k in bench_kda_base bench_kda_cuda twice bench_kda_base bench_kda_cuda twice; do
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
         echo "== KDA core, $k"
-        if [ $k = twice ]; then KDA_FINISH_PAIRS=twice timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
-        elif [ -x $N/$k ]; then timeout 60 $N/$k 16 32 64 | grep "^ours"; fi
+        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
     done
     lap "core A/B"
     ncu_kda_kernels
-    echo "== per kernel, KDA_FINISH_PAIRS=twice"; KDA_FINISH_PAIRS=twice ncu_kda_kernels
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
     for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done

@@ -367,34 +367,6 @@ __device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape 
     return pbeta;
 }
 
-// B9 inside the 16-row blocks, element by element: a thread per (row, column) walks its row side
-// (j <= r) and its column side (j >= r), so each pair is visited twice (KDA_FINISH_PAIRS=twice).
-__device__ __forceinline__ void finish_pairs_twice(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
-                                                   size_t row0, int d0, int n, int dn, float sc) {
-#pragma unroll
-    for (int x = 0; x < PER; x++) {
-        int e = threadIdx.x + 256 * x, r = e / FT, dd = e % FT; // a half-warp: one row r, consecutive columns
-        bool live = r < n && dd < dn;
-        float X = 0.0f, Y = 0.0f, Z = 0.0f;
-        if (live) {
-            float gr = m.gs[r][dd];
-            int I0 = r & ~15, jend = min(I0 + 15, n - 1);
-            for (int j = I0; j <= r; j++) { // row side
-                float ek = m.ks[j][dd] * decay_exp(gr - m.gs[j][dd]);
-                X += pair_l(m, r, j) * ek;
-                Y += pair_a(m, r, j) * ek;
-            }
-            for (int j = r; j <= jend; j++) // column side
-                Z += (pair_l(m, j, r) * m.betas[j] * m.ks[j][dd] + pair_a(m, j, r) * sc * m.qs[j][dd]) *
-                    decay_exp(m.gs[j][dd] - gr);
-        }
-        float pbeta = finish_element(m, s, w, row0, d0, n, sc, r, dd, live, X, Y, Z);
-#pragma unroll
-        for (int o = FT / 2; o > 0; o >>= 1) pbeta += __shfl_xor_sync(0xffffffffu, pbeta, o);
-        if (dd == 0 && r < n) m.dbeta[r] += pbeta;
-    }
-}
-
 // B9 inside the 16-row blocks, each pair (a >= b) once: a thread per (block, column, a mod 4)
 // takes rows a = I0 + t, + 4, .. and for each pair its e^{Γa−Γb}, dL_ab and dAqk_ab once, for X_a,
 // Y_a (complete in the thread) and Z_b (partial; summed over the column's 4 lanes by two xor
@@ -440,7 +412,6 @@ __device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shap
     }
 }
 
-template <bool ONCE>
 __global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
                       const float *__restrict__ A_log, const float *__restrict__ dt_bias, kda_bwd_scratch w,
@@ -505,12 +476,9 @@ __global__ void __launch_bounds__(256, 3)
         __syncthreads();
         finish_between_blocks(m, n);
         __syncthreads();
-        if (ONCE)
-            finish_pairs_once(m, s, w, row0, d0, n, dn, sc);
-        else
-            finish_pairs_twice(m, s, w, row0, d0, n, dn, sc);
+        finish_pairs_once(m, s, w, row0, d0, n, dn, sc);
         __syncthreads();
-        if (ONCE && tid < n) m.dbeta[tid] += m.dbp[0][tid] + m.dbp[1][tid];
+        if (tid < n) m.dbeta[tid] += m.dbp[0][tid] + m.dbp[1][tid];
         for (int dd = warp; dd < dn; dd += 8) { // B5 + B6 land on the last row; B10 reverse cumsum: dgs
             // becomes dα. A lane holds rows lane and lane + 32 (rows past n are zeros).
             float add = warp_sum(m.pb[lane][dd] + m.pb[lane + 32][dd]) + decay_exp(m.gl[dd]) * m.hdh[dd];
@@ -652,9 +620,8 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     } else {
         d3_chunk_gemms(s, sv, dO, w);
     }
-    // D4 (KDA_FINISH_PAIRS=twice: B9's pairs element by element, to measure one against the other)
-    const char *fp = getenv("KDA_FINISH_PAIRS");
-    auto finish = fp && !strcmp(fp, "twice") ? kda_finish_kernel<false> : kda_finish_kernel<true>;
+    // D4
+    auto finish = kda_finish_kernel;
     size_t smem = sizeof(finish_smem);
     CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
