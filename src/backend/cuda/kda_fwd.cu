@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(256)
 // kda_tile.cuh), over key slices of DT columns. Then Tinv = (I+L)^-1 in fp32 by 16×16 blocks
 // (forward substitution on the diagonal blocks), stored bf16, and the WY factors from the stored
 // Tinv: Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v) (the products kda_chunk_gemm would give).
-enum { DT = 32, DTP = DT + 1, DOP = DT + 8, IMP = KDA_MAX_C + 4, IXP = KDA_MAX_C + 1, IOR = 96 };
+enum { DT = 32, DTP = DT + 4, DOP = DT + 8, IMP = KDA_MAX_C + 4, IXP = KDA_MAX_C + 4, IOR = 96 };
 
 // p = r(r+1)/2 + j with 0 ≤ j ≤ r: false when p ≥ np
 __device__ __forceinline__ bool tri_pair(int p, int np, int *r, int *j) {
@@ -207,7 +207,7 @@ struct intra_inv {
 // Shared memory by phase (offsets from the start; one region reused): the key slices (pairs and
 // between-block products); then Aqk and L in fp32 (AF, LF, over the dead slices); then the
 // inversion's X, Y beside LF; then Tinv (bf16), βk⊙e^Γ, βv and the WY products' fp32 tile, over
-// the dead AF / LF / X. β lies past all of them. 60 KiB at K=32, V=64: 3 blocks an SM on Hopper.
+// the dead AF / LF / X. β lies past all of them. 62 KiB at K=32, V=64: 3 blocks an SM on Hopper.
 struct intra_layout {
     int KP, VP, pk, pv, pf;
     size_t af, lf, inv, tinv, kb, vb, F, bt, bytes;
@@ -240,13 +240,34 @@ __device__ __forceinline__ int kr_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 
 __device__ void intra_stage(intra_slice &m, const kda_shape &s, const kda_saved &sv, int b, int c, int h, int n,
                             int d0) {
     int K = s.K;
-    for (int e = threadIdx.x; e < KDA_MAX_C * DT; e += blockDim.x) {
-        int r = e / DT, dd = e % DT, d = d0 + dd;
+    static_assert(KDA_MAX_C * DT / 8 == 256, "intra_stage: a thread per 8 columns of a row");
+    bool vec = K % 8 == 0 && ((uintptr_t)sv.qn | (uintptr_t)sv.kn | (uintptr_t)sv.G) % 16 == 0;
+    if (vec) { // 8 columns a thread: two 16-byte reads of q, k, two of Γ (K % 8 == 0: a group is all in or all out)
+        int r = threadIdx.x >> 2, dd = (threadIdx.x & 3) * 8, d = d0 + dd;
         bool ok = r < n && d < K;
         size_t i = ok ? kda_row(s, b, c, h, r) * K + d : 0;
-        m.qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
-        m.ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
-        m.gs[r][dd] = ok ? sv.G[i] : 0.0f;
+        uint4 qv = make_uint4(0, 0, 0, 0), kv = qv;
+        float4 g0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), g1 = g0;
+        if (ok) {
+            qv = *(const uint4 *)&sv.qn[i], kv = *(const uint4 *)&sv.kn[i];
+            g0 = *(const float4 *)&sv.G[i], g1 = *(const float4 *)&sv.G[i + 4];
+        }
+        const bf16 *q8 = (const bf16 *)&qv, *k8 = (const bf16 *)&kv;
+        float4 *qd = (float4 *)&m.qs[r][dd], *kd = (float4 *)&m.ks[r][dd], *gd = (float4 *)&m.gs[r][dd];
+        qd[0] = make_float4(bf2f(q8[0]), bf2f(q8[1]), bf2f(q8[2]), bf2f(q8[3]));
+        qd[1] = make_float4(bf2f(q8[4]), bf2f(q8[5]), bf2f(q8[6]), bf2f(q8[7]));
+        kd[0] = make_float4(bf2f(k8[0]), bf2f(k8[1]), bf2f(k8[2]), bf2f(k8[3]));
+        kd[1] = make_float4(bf2f(k8[4]), bf2f(k8[5]), bf2f(k8[6]), bf2f(k8[7]));
+        gd[0] = g0, gd[1] = g1;
+    } else {
+        for (int e = threadIdx.x; e < KDA_MAX_C * DT; e += blockDim.x) {
+            int r = e / DT, dd = e % DT, d = d0 + dd;
+            bool ok = r < n && d < K;
+            size_t i = ok ? kda_row(s, b, c, h, r) * K + d : 0;
+            m.qs[r][dd] = ok ? bf2f(sv.qn[i]) : 0.0f;
+            m.ks[r][dd] = ok ? bf2f(sv.kn[i]) : 0.0f;
+            m.gs[r][dd] = ok ? sv.G[i] : 0.0f;
+        }
     }
     __syncthreads();
     for (int e = threadIdx.x; e < KDA_MAX_C * DT; e += blockDim.x) {
@@ -265,45 +286,70 @@ __device__ void intra_stage(intra_slice &m, const kda_shape &s, const kda_saved 
 }
 
 // Tinv = (I+L)^-1 (unit lower triangular; rows and columns past n are those of I) in 16×16
-// blocks: the four diagonal blocks by forward substitution (64 threads, one column each), then
-// the off-diagonal blocks one block diagonal at a time, X_ij = −X_ii·Σ_{k=j..i−1} L_ik·X_kj.
+// blocks: the four diagonal blocks by forward substitution (64 threads, one column each, the
+// column in registers), then the off-diagonal blocks one block diagonal at a time,
+// X_ij = −X_ii·Σ_{k=j..i−1} L_ik·X_kj (a thread per row and 4 adjacent columns: one broadcast L
+// or X_ii read and one 16-byte read for 4 FMAs). Every sum runs over its terms in the order of
+// the element-by-element loops (the terms before the diagonal are exact zeros: +0 sums), so the
+// same bits. Only the diagonal and lower blocks of X are written: the caller reads j <= r.
 __device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
     int tid = threadIdx.x;
-    for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
-        int r = e / KDA_MAX_C, j = e % KDA_MAX_C;
-        v.X[r][j] = r == j ? 1.0f : 0.0f;
-    }
-    __syncthreads();
     if (tid < KDA_MAX_C) {
-        int j = tid, rend = (j / 16 + 1) * 16;
-        for (int r = j + 1; r < rend; r++) {
-            float acc = 0.0f;
-            for (int m = j; m < r; m++) acc += Ls[r][m] * v.X[m][j];
-            v.X[r][j] = -acc;
-        }
-    }
-    for (int st = 1; st < 4; st++) {
-        int np = 4 - st; // block pairs (i, j) = (p + st, p), p < np
-        __syncthreads();
-        for (int e = tid; e < np * 256; e += blockDim.x) {
-            int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, row = (p + st) * 16 + rr, col = p * 16 + cc;
-            float acc = 0.0f;
-            for (int m = p * 16; m < (p + st) * 16; m++) acc += Ls[row][m] * v.X[m][col];
-            v.Y[e] = acc;
-        }
-        __syncthreads();
-        for (int e = tid; e < np * 256; e += blockDim.x) {
-            int p = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i0 = (p + st) * 16;
+        int j = tid, I0 = j & ~15, jj = j & 15;
+        float x[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) x[i] = i == jj ? 1.0f : 0.0f;
+#pragma unroll
+        for (int r = 1; r < 16; r++) {
+            const float *lr = &Ls[I0 + r][I0];
             float acc = 0.0f;
 #pragma unroll
-            for (int m = 0; m < 16; m++) acc += v.X[i0 + rr][i0 + m] * v.Y[(p << 8) + m * 16 + cc];
-            v.X[i0 + rr][p * 16 + cc] = -acc;
+            for (int m4 = 0; m4 < r; m4 += 4) {
+                float4 l = *(const float4 *)&lr[m4];
+                const float lv[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    if (m4 + u < r) acc += lv[u] * x[m4 + u];
+            }
+            if (r > jj) x[r] = -acc;
+        }
+#pragma unroll
+        for (int i = 0; i < 16; i++) v.X[I0 + i][j] = x[i];
+    }
+#pragma unroll
+    for (int st = 1; st < 4; st++) {
+        const int np = 4 - st; // block pairs (i, j) = (p + st, p), p < np
+        int p = tid >> 6, rr = (tid >> 2) & 15, c4 = (tid & 3) * 4;
+        __syncthreads();
+        if (tid < np * 64) {
+            int row = (p + st) * 16 + rr, col = p * 16 + c4;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+            for (int mm = 0; mm < 16 * st; mm++) {
+                int m = p * 16 + mm;
+                float l = Ls[row][m];
+                float4 x = *(const float4 *)&v.X[m][col];
+                a0 += l * x.x, a1 += l * x.y, a2 += l * x.z, a3 += l * x.w;
+            }
+            *(float4 *)&v.Y[(p << 8) + rr * 16 + c4] = make_float4(a0, a1, a2, a3);
+        }
+        __syncthreads();
+        if (tid < np * 64) {
+            int i0 = (p + st) * 16;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+            for (int m = 0; m < 16; m++) {
+                float xm = v.X[i0 + rr][i0 + m];
+                float4 y = *(const float4 *)&v.Y[(p << 8) + m * 16 + c4];
+                a0 += xm * y.x, a1 += xm * y.y, a2 += xm * y.z, a3 += xm * y.w;
+            }
+            *(float4 *)&v.X[i0 + rr][p * 16 + c4] = make_float4(-a0, -a1, -a2, -a3);
         }
     }
     __syncthreads();
 }
 
-__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
+__global__ void __launch_bounds__(256, 3) kda_intra_kernel(kda_shape s, kda_saved sv) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char intra_raw[];
     const intra_layout L = intra_layout_of(s);
@@ -334,11 +380,21 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
             int r = (p / 136) * 16 + rr, j = (p / 136) * 16 + jj;
             if (r >= n) continue;
             float sa = 0.0f, sl = 0.0f;
-            for (int dd = 0; dd < DT; dd++) {
-                float e = decay_exp(m.gs[r][dd] - m.gs[j][dd]); // j ≤ r: exponent ≤ 0
-                float kj = m.ks[j][dd];
-                sa += m.qs[r][dd] * kj * e;
-                sl += m.ks[r][dd] * kj * e;
+#pragma unroll
+            for (int d4 = 0; d4 < DT; d4 += 4) { // 16-byte reads of the rows (DTP % 4 == 0); terms in column order
+                float4 gr = *(const float4 *)&m.gs[r][d4], gj = *(const float4 *)&m.gs[j][d4];
+                float4 kj4 = *(const float4 *)&m.ks[j][d4], qr = *(const float4 *)&m.qs[r][d4];
+                float4 kr = *(const float4 *)&m.ks[r][d4];
+                const float gra[4] = {gr.x, gr.y, gr.z, gr.w}, gja[4] = {gj.x, gj.y, gj.z, gj.w};
+                const float kja[4] = {kj4.x, kj4.y, kj4.z, kj4.w}, qra[4] = {qr.x, qr.y, qr.z, qr.w};
+                const float kra[4] = {kr.x, kr.y, kr.z, kr.w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    float e = decay_exp(gra[u] - gja[u]); // j ≤ r: exponent ≤ 0
+                    float kj = kja[u];
+                    sa += qra[u] * kj * e;
+                    sl += kra[u] * kj * e;
+                }
             }
             aa[x] += sa, al[x] += sl;
         }
@@ -355,8 +411,8 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
             tile_mma<false, true>(acc[x], tt, 0, 0);
         }
     }
-    __syncthreads(); // the slices are no longer read: AF and LF take their place
-    for (int e = tid; e < KDA_MAX_C * IMP; e += blockDim.x) (&AF[0][0])[e] = 0.0f, (&LF[0][0])[e] = 0.0f;
+    // The slices are no longer read: AF and LF take their place. Every element the next loop reads
+    // (j <= r < n) is written below, by a between-block tile or a pair: nothing to zero first.
     __syncthreads();
 #pragma unroll
     for (int x = 0; x < 2; x++) {
@@ -389,7 +445,7 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
     smat mT = {(bf16 *)(intra_raw + L.tinv), NULL, KDA_MAX_C + 8};
     for (int e = tid; e < KDA_MAX_C * KDA_MAX_C; e += blockDim.x) {
         int r = e >> 6, j = e & (KDA_MAX_C - 1);
-        mT.hi[r * mT.ld + j] = f2bf(r < n && j < C ? v.X[r][j] : 0.0f);
+        mT.hi[r * mT.ld + j] = f2bf(r < n && j <= r ? v.X[r][j] : 0.0f); // X's upper blocks unwritten
     }
     __syncthreads();
     { // the stored Tinv, 16 bytes at a time where the row length allows
@@ -449,7 +505,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     size_t ismem = intra_layout_of(s).bytes;
     KDA_CHECK(cu_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
-              "allows less (smaller heads fit: K=32 V=64 needs 60 KiB)",
+              "allows less (smaller heads fit: K=32 V=64 needs 62 KiB)",
               s.K, s.V, ismem);
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
