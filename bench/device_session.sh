@@ -38,10 +38,8 @@
 #      sanitizers too), nccl_one_rank.sh on main's kda (kda_base) to show where the ZeRO-1
 #      mismatch came from, the parity run against the recorded FLA run, the 300M step of main and
 #      next/s18;
-#   z5: the finish kernel's decays through __expf (KDA_FINISH_FASTEXP=1) against expf: test_cuda_kda
-#      both ways, the core's speed and per-kernel times both ways, the parity run and the 300M
-#      step with it, then ncu's per-kernel times of one 300M 32 x 2048 step (the default build;
-#      after z5, __expf is the finish kernel's only path and KDA_FINISH_FASTEXP is gone);
+#   (z5, session 19's A/B of KDA_FINISH_FASTEXP, is gone with that variable: its log is
+#      bench/logs/device/2026-12-05_s19_z5_session_z5.txt)
 #   p20: session 20's call on bench/pending/next-s20 (the finish kernel: diagonal blocks of dL and dAqk
 #      in fp32, row loops two rows at once, B9's pairs once, intra's __expf): the core, step, decode
 #      and memcheck tests, the core's speed against main's (bench_kda_base, carried beside it), ncu
@@ -127,6 +125,25 @@ ncu_kda_kernels() { # per-kernel times of the KDA core at 32 x 2048 (ncu), when 
         --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
     python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
 }
+ncu_step_kernels() { # timeout (s), rows shown, label: per-kernel times of one 300M 32 x 2048 step (ncu;
+    # warm-up, timed and profiled step), when ncu is there
+    command -v ncu >/dev/null || return 0
+    timeout "$1" ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
+        $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+        --steps 1 --warmup 1 > /dev/null 2>&1
+    python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -"$2"; lap "$3"
+}
+core_vs_base() { # the KDA core at 16, 32, 64 x 2048: main's build carried as bench_kda_base, then this one, twice
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+        echo "== KDA core, $k"
+        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
+    done
+    lap "core A/B"
+}
+step_vs_base() { # the 300M 32 x 2048 step (the config's selective recompute): main's kda_base, then this kda, twice
+    for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
+}
 ncu_core_source() { # ncu's full set on the core's fused kernels at 32 x 2048: details and SASS stall samples
     command -v ncu >/dev/null || return 0
     KDA_BENCH_ONCE=1 timeout 150 ncu --clock-control none --set full --import-source yes \
@@ -201,55 +218,22 @@ z4)
     for k in kda_base kda; do bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
     ;;
-z5)
-    for fe in 0 1; do
-        echo "== test_cuda_kda, KDA_FINISH_FASTEXP=$fe"
-        KDA_FINISH_FASTEXP=$fe timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
-    done
-    lap "core tests"
-    for fe in 0 1 0 1; do
-        echo "== KDA core, KDA_FINISH_FASTEXP=$fe"
-        KDA_FINISH_FASTEXP=$fe timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
-    done
-    for fe in 0 1; do echo "== per kernel, KDA_FINISH_FASTEXP=$fe"; KDA_FINISH_FASTEXP=$fe ncu_kda_kernels; done
-    KDA_FINISH_FASTEXP=1 parity_recorded 150 4
-    lap "loss parity vs the recorded FLA run, KDA_FINISH_FASTEXP=1"
-    bench300 $N "300M 32x2048, selective, expf" ""
-    KDA_FINISH_FASTEXP=1 bench300 $N "300M 32x2048, selective, KDA_FINISH_FASTEXP=1" ""
-    lap "300M steps"
-    if command -v ncu >/dev/null; then
-        timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
-            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-            --steps 1 --warmup 1 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -45; lap "ncu per-kernel times of a step"
-    fi
-    ;;
 p20)
     tests_on $N kda,step,decode,sanitizer 140 device_log_native.txt "native device tests (core, step, decode, memcheck)"
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
-        echo "== KDA core, $k"
-        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
-    done
-    lap "core A/B"
+    core_vs_base
     ncu_kda_kernels
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
-    for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
-    lap "300M steps"
+    step_vs_base
     ;;
 i20)
     tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt "native device tests (core, step, decode, memcheck)"
     echo "== same_bits.sh: main's kda (kda_base) against this build"
     timeout 120 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -6
     lap "same bits"
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
-        echo "== KDA core, $k"
-        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
-    done
-    lap "core A/B"
+    core_vs_base
     ncu_kda_kernels
-    for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
-    lap "300M steps"
+    step_vs_base
     ;;
 z2)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 100 device_log_native.txt "native device tests"
@@ -307,12 +291,7 @@ y)
     bench300 $N "300M 32x2048, the config's selective recompute" ""
     bench300 $N "300M 32x2048, no recompute" recompute_granularity=null
     lap "KDA core and steps"
-    if [ "${YNCU:-1}" = 1 ] && command -v ncu >/dev/null; then # per-kernel times of one 300M step at 32 x 2048
-        timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
-            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-            --steps 1 --warmup 1 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -45; lap "ncu per-kernel times"
-    fi
+    [ "${YNCU:-1}" = 1 ] && ncu_step_kernels 150 45 "ncu per-kernel times"
     ;;
 r)
     tests_on $P ops,kda,step,decode 130 device_log_ptx80.txt "portable (compute_80 PTX) device tests"
@@ -412,12 +391,7 @@ f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps re
     GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO="${KDA_BASE:-}" timeout 420 bash bench/parity_vs_fla.sh 2>&1 | tee "$OUTDIR/parity.txt" |
         grep -vE "^\s*$" | tail -32
     lap "loss parity vs FLA"
-    if command -v ncu >/dev/null; then
-        timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
-            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-            --steps 1 --warmup 1 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -40; lap "ncu per-kernel times"
-    fi
+    ncu_step_kernels 100 40 "ncu per-kernel times"
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     timeout 150 python3 tests/cuda/fla_kda_compare.py all $N 8 16 32 64 2>&1 | tail -14; lap "KDA core vs FLA (native)"
     [ -d $P ] && timeout 90 python3 tests/cuda/fla_kda_compare.py all $P 16 32 2>&1 | tail -10 && lap "KDA core vs FLA (portable)"
@@ -489,12 +463,7 @@ a)
     timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
         --set recompute_granularity=selective --steps 3 --warmup 1 | grep -E "step |phase|memory"
     lap "recompute and portable steps"
-    if command -v ncu >/dev/null; then # per-kernel times of 3 steps (warm-up, timed, profiled)
-        timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUTDIR/ncu_step.csv" \
-            $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-            --steps 1 --warmup 1 > /dev/null 2>&1
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -32; lap "ncu per-kernel times"
-    fi
+    ncu_step_kernels 200 32 "ncu per-kernel times"
     KDA_BATCHES="64 96 128" KDA_BENCH_SET=recompute_granularity=selective timeout 150 bash bench/gpu_maxbatch.sh $N configs/kda-300M.yaml
     KDA_BATCHES="32 48" KDA_BENCH_SET=recompute_granularity=selective timeout 100 bash bench/gpu_maxbatch.sh $N configs/kda-1B.yaml
     lap "largest micro-batches"
