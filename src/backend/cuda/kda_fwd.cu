@@ -349,7 +349,10 @@ __device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
     __syncthreads();
 }
 
-__global__ void __launch_bounds__(256, 3) kda_intra_kernel(kda_shape s, kda_saved sv) {
+// No minimum of blocks in the launch bounds: with (256, 3) ptxas aims at 80 registers and spills
+// (76 bytes); without, it needs 72 and no spill, which still gives 3 blocks an SM (shared memory
+// allows 3).
+__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char intra_raw[];
     const intra_layout L = intra_layout_of(s);
@@ -466,14 +469,14 @@ __global__ void __launch_bounds__(256, 3) kda_intra_kernel(kda_shape s, kda_save
     __syncthreads();
     {
         tterm wm[1] = {{mT, mkb, false, false, CC, 1.0f}};
-        tile_gemm<false, false>(F, L.pf, CC, L.KP, wm, KMASK_NONE);
+        tile_gemm<false, false, 1, true>(F, L.pf, CC, L.KP, wm, KMASK_NONE);
     }
     __syncthreads();
     tile_store(sv.Wm + row0 * K, rsK, F, L.pf, n, K);
     __syncthreads();
     {
         tterm um[1] = {{mT, mvb, false, false, CC, 1.0f}};
-        tile_gemm<false, false>(F, L.pf, CC, L.VP, um, KMASK_NONE);
+        tile_gemm<false, false, 1, true>(F, L.pf, CC, L.VP, um, KMASK_NONE);
     }
     __syncthreads();
     tile_store(sv.Um + row0 * V, rsV, F, L.pf, n, V);

@@ -124,35 +124,94 @@ template <bool TA, bool TB> __device__ __forceinline__ void tile_mma(tacc &part,
     }
 }
 
+// tile_mma for two output tiles of one column j0 (rows i0a, i0b) at once: B's fragments read
+// once for both, the two tiles' loads and MMAs interleaved. Each tile's MMAs in tile_mma's order,
+// so each part gets tile_mma's bits.
+template <bool TA, bool TB>
+__device__ __forceinline__ void tile_mma2(tacc &pa, tacc &pb, const tterm &t, int i0a, int i0b, int j0) {
+    using namespace nvcuda;
+    typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
+    typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
+    for (int kk = 0; kk < t.Kd; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al, ah2, al2;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
+        size_t aoa = TA ? (size_t)kk * t.A.ld + i0a : (size_t)i0a * t.A.ld + kk;
+        size_t aob = TA ? (size_t)kk * t.A.ld + i0b : (size_t)i0b * t.A.ld + kk;
+        size_t bo = TB ? (size_t)j0 * t.B.ld + kk : (size_t)kk * t.B.ld + j0;
+        wmma::load_matrix_sync(ah, t.A.hi + aoa, t.A.ld);
+        wmma::load_matrix_sync(ah2, t.A.hi + aob, t.A.ld);
+        wmma::load_matrix_sync(bh, t.B.hi + bo, t.B.ld);
+        if (t.A.lo) {
+            wmma::load_matrix_sync(al, t.A.lo + aoa, t.A.ld);
+            wmma::load_matrix_sync(al2, t.A.lo + aob, t.A.ld);
+        }
+        if (t.B.lo) wmma::load_matrix_sync(bl, t.B.lo + bo, t.B.ld);
+        wmma::mma_sync(pa, ah, bh, pa);
+        wmma::mma_sync(pb, ah2, bh, pb);
+        if (t.A.lo) {
+            wmma::mma_sync(pa, al, bh, pa);
+            wmma::mma_sync(pb, al2, bh, pb);
+        }
+        if (t.B.lo) {
+            wmma::mma_sync(pa, ah, bl, pa);
+            wmma::mma_sync(pb, ah2, bl, pb);
+        }
+    }
+}
+
+// Stores a warp's finished tile (i0, j0) into F and, for a masked product's diagonal tile,
+// zeroes what lies above the diagonal (or on it, KMASK_STRICT).
+__device__ __forceinline__ void tile_put(float *F, int ldf, const tacc &acc, int i0, int j0, int mask) {
+    using namespace nvcuda;
+    wmma::store_matrix_sync(F + (size_t)i0 * ldf + j0, acc, ldf, wmma::mem_row_major);
+    if (mask != KMASK_NONE && j0 == i0) { // the diagonal tile: this warp masks what it stored
+        __syncwarp();
+        int lane = threadIdx.x & 31;
+        for (int e = lane; e < 256; e += 32) {
+            int ii = e >> 4, jj = e & 15;
+            if (jj > ii || (mask == KMASK_STRICT && jj == ii)) F[(size_t)(i0 + ii) * ldf + j0 + jj] = 0.0f;
+        }
+        __syncwarp();
+    }
+}
+
 // F (fp32, pitch ldf, M×N padded) = Σ_terms alpha·op(A)·op(B) (every term read through the same
 // transposes TA, TB), with KMASK_LOWER / KMASK_STRICT zeroing j > i / j ≥ i. The 16×16 output
-// tiles are spread over the warps. The caller synchronises before (operands written) and after
-// (F read).
-template <bool TA, bool TB, int NT>
+// tiles are spread over the warps, a warp's tiles tile and tile + nw two at a time where they
+// share their column (nw a multiple of the tiles a row: tile_mma2), else one at a time. The
+// caller synchronises before (operands written) and after (F read).
+template <bool TA, bool TB, int NT, bool PAIRS = false>
 __device__ __forceinline__ void tile_gemm(float *F, int ldf, int M, int N, const tterm (&t)[NT], int mask) {
     using namespace nvcuda;
-    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, tn = N >> 4;
-    for (int tile = warp; tile < (M >> 4) * tn; tile += nw) {
+    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, tn = N >> 4, ntiles = (M >> 4) * tn;
+    bool pairs = PAIRS && nw % tn == 0;
+    for (int tile = warp; tile < ntiles; tile += pairs ? 2 * nw : nw) {
         int ti = tile / tn, i0 = ti << 4, j0 = (tile - ti * tn) << 4;
-        tacc acc, part;
-        wmma::fill_fragment(acc, 0.0f);
-        if (mask == KMASK_NONE || j0 <= i0) // tiles wholly above the diagonal stay zero
+        int i0b = i0 + (nw / tn) * 16; // tile + nw, when pairs: the same column, nw / tn tile rows down
+        bool two = pairs && tile + nw < ntiles;
+        bool doa = mask == KMASK_NONE || j0 <= i0, dob = two && (mask == KMASK_NONE || j0 <= i0b);
+        // acc = 0 + Σ_x alpha_x·part_x in term order (the first term's sum taken as 0 + alpha·part: the
+        // bits of adding it to a zeroed accumulator, with one fragment fewer live while it runs)
+        tacc acc, accb;
 #pragma unroll
-            for (int x = 0; x < NT; x++) {
-                wmma::fill_fragment(part, 0.0f);
+        for (int x = 0; x < NT; x++) { // tiles wholly above the diagonal stay zero
+            tacc part, partb;
+            wmma::fill_fragment(part, 0.0f);
+            if (two) wmma::fill_fragment(partb, 0.0f);
+            if (doa && dob)
+                tile_mma2<TA, TB>(part, partb, t[x], i0, i0b, j0);
+            else if (doa)
                 tile_mma<TA, TB>(part, t[x], i0, j0);
-                for (int e = 0; e < acc.num_elements; e++) acc.x[e] += t[x].alpha * part.x[e];
-            }
-        wmma::store_matrix_sync(F + (size_t)i0 * ldf + j0, acc, ldf, wmma::mem_row_major);
-        if (mask != KMASK_NONE && j0 == i0) { // the diagonal tile: this warp masks what it stored
-            __syncwarp();
-            int lane = threadIdx.x & 31;
-            for (int e = lane; e < 256; e += 32) {
-                int ii = e >> 4, jj = e & 15;
-                if (jj > ii || (mask == KMASK_STRICT && jj == ii)) F[(size_t)(i0 + ii) * ldf + j0 + jj] = 0.0f;
-            }
-            __syncwarp();
+            else if (dob)
+                tile_mma<TA, TB>(partb, t[x], i0b, j0);
+            for (int e = 0; e < acc.num_elements; e++)
+                acc.x[e] = (x == 0 ? 0.0f : acc.x[e]) + t[x].alpha * part.x[e];
+            if (two)
+                for (int e = 0; e < accb.num_elements; e++)
+                    accb.x[e] = (x == 0 ? 0.0f : accb.x[e]) + t[x].alpha * partb.x[e];
         }
+        tile_put(F, ldf, acc, i0, j0, mask);
+        if (two) tile_put(F, ldf, accb, i0b, j0, mask);
     }
 }
 
