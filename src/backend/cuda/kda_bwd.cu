@@ -7,7 +7,8 @@
 //   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
 //                      dBV = Tinvᵀ·dVn, G = Tinvᵀ·dWm, dL = −Tinvᵀ·(dTinv·Tinvᵀ) (strict lower),
 //                      dAqk = tril(dO·Vnᵀ)
-//   D4 finish (per chunk): B4–B7 elementwise terms, B9 pair sums with exponents ≤ 0, B10 reverse
+//                      and, in the same pass over dBV, B7: dv = β·dBV, Σ_v dBV·v (dβ's value term)
+//   D4 finish (per chunk): B4–B6 elementwise terms, B9 pair sums with exponents ≤ 0, B10 reverse
 //                      cumsum, gate / β / l2norm backward, per-chunk partials of dA_log, ddt_bias
 //   D5 fixed-order sums of those partials (deterministic).
 #include "backend/cuda/kda_tile.cuh"
@@ -19,7 +20,8 @@ struct kda_bwd_scratch {
     float *dWm, *Gm;     // [R,K]
     float *dT, *dL, *dA; // [R,C] dTinv (then dL), Xc, dAqk
     float *Xc;
-    float *dBV;      // [R,V]
+    float *dBV;      // [R,V] (the chunk-GEMM path only: the fused D3 keeps it on chip)
+    float *dbv;      // [R] Σ_v dBV·v, B7's term of dβ
     float *pA, *pdt; // [NC], [NC,K] partials
 };
 
@@ -32,7 +34,7 @@ static size_t bwd_layout(const kda_shape &s, int lean, void *base, kda_bwd_scrat
     o->dWm = c.take<float>(s.R * s.K), o->Gm = c.take<float>(s.R * s.K);
     o->dT = c.take<float>(s.R * s.C), o->Xc = c.take<float>(s.R * s.C), o->dA = c.take<float>(s.R * s.C);
     o->dL = o->dT;
-    o->dBV = c.take<float>(s.R * s.V);
+    o->dBV = c.take<float>(s.R * s.V), o->dbv = c.take<float>(s.R);
     o->pA = c.take<float>(s.NC), o->pdt = c.take<float>(s.NC * s.K);
     if (lean) kda_carve_prep(s, c, sv);
     return c.off;
@@ -44,6 +46,51 @@ size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
     kda_bwd_scratch w;
     kda_saved sv;
     return s.R == 0 ? 0 : bwd_layout(s, d->lean, NULL, &w, &sv);
+}
+
+enum { RW = 2 }; // rows a warp takes at once in the row loops (B7, the l2norm backward)
+
+// B7 (value side) for a chunk's rows: dv = β·dBV (bf16), dbv = Σ_v dBV·v (fp32, dβ's value term),
+// dBV row r (chunk-local) at g + r·g_rs: in shared memory (the fused D3) or global (the chunk-GEMM
+// path, kda_b7_kernel). A warp's rows RW at a time (rows r0, r0 + 8, ..), their loads issued
+// together (rows past n read row n − 1 and store nothing); each row's operations and their order
+// as one row at a time. 8 warps.
+__device__ __forceinline__ void b7_rows(const kda_shape &s, const kda_saved &sv, const float *g, size_t g_rs,
+                                        const bf16 *__restrict__ v, bf16 *__restrict__ dv, float *__restrict__ dbv,
+                                        int b, int c, int h, int n) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, V = s.V;
+    for (int r0 = warp; r0 < n; r0 += 8 * RW) {
+        size_t row[RW], gr[RW];
+        float be[RW], acc[RW];
+#pragma unroll
+        for (int q = 0; q < RW; q++) {
+            int r = min(r0 + 8 * q, n - 1);
+            row[q] = kda_row(s, b, c, h, r), gr[q] = (size_t)r * g_rs, be[q] = sv.beta[row[q]], acc[q] = 0.0f;
+        }
+        for (int j = lane; j < V; j += 32) {
+            float gv[RW], x[RW];
+#pragma unroll
+            for (int q = 0; q < RW; q++) gv[q] = g[gr[q] + j], x[q] = bf2f(v[row[q] * V + j]);
+#pragma unroll
+            for (int q = 0; q < RW; q++) {
+                acc[q] += gv[q] * x[q];
+                if (r0 + 8 * q < n) dv[row[q] * V + j] = f2bf(be[q] * gv[q]);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < RW; q++) {
+            float a = warp_sum(acc[q]);
+            if (lane == 0 && r0 + 8 * q < n) dbv[row[q]] = a;
+        }
+    }
+}
+
+// The chunk-GEMM path's B7 (dBV in global memory): grid (NT, H, B), 256 threads.
+__global__ void __launch_bounds__(256) kda_b7_kernel(kda_shape s, kda_saved sv, const float *__restrict__ dBV,
+                                                     const bf16 *__restrict__ v, bf16 *__restrict__ dv,
+                                                     float *__restrict__ dbv) {
+    int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, n = min(s.C, s.T - c * s.C);
+    b7_rows(s, sv, dBV + kda_row(s, b, c, h, 0) * s.V, (size_t)s.H * s.V, v, dv, dbv, b, c, h, n);
 }
 
 // ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
@@ -93,7 +140,8 @@ __device__ __forceinline__ void d3_product(float *F, const d3_layout &L, int M, 
 }
 
 __global__ void __launch_bounds__(256, 3)
-    kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, kda_bwd_scratch w) {
+    kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, const bf16 *__restrict__ v,
+                      bf16 *__restrict__ dv, kda_bwd_scratch w) {
     extern __shared__ __align__(128) unsigned char smraw[];
     const d3_layout L = d3_layout_of(s);
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -141,7 +189,7 @@ __global__ void __launch_bounds__(256, 3)
     {
         tterm dbv[1] = {{mT, mdVn, true, false, CC, 1.0f}};
         d3_product<true, false>(F, L, CC, VP, dbv, KMASK_NONE);
-        tile_store(w.dBV + row0 * V, rsV, F, L.pf, n, V);
+        b7_rows(s, sv, F, L.pf, v, dv, w.dbv, b, c, h, n); // dBV itself is not stored
         __syncthreads();
         tterm dt[2] = {{mdVn, mvb, false, true, VP, 1.0f}, {mdWm, mkb, false, true, KP, 1.0f}};
         d3_product<false, true>(F, L, CC, CC, dt, KMASK_NONE);
@@ -217,7 +265,7 @@ static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *
 // products on tensor cores: X,Y of block I (ρ = its first row I0) = [dL|dAqk]_{I,<I0}·(k⊙e^{Γ_I0−Γ})
 // and Z of block J (ρ = its last row) = dL_{>ρ,J}ᵀ·(βk⊙e^{Γ−Γ_ρ}) + dAqk_{>ρ,J}ᵀ·(s·q⊙e^{Γ−Γ_ρ}),
 // with dL, dAqk and the scaled operands as bf16 hi + lo pairs (kda_tile.cuh).
-enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96, RW = 2 };
+enum { FT = 16, FTP = FT + 1, FMP = KDA_MAX_C + 8, FOP = FT, FXP = FT + 4, FOR = 96 };
 enum { PER = KDA_MAX_C * FT / 256 }; // (row, column) elements of a pass a thread
 
 // 73 KiB: with <= 80 registers a thread (launch bounds), 3 blocks an SM on Hopper.
@@ -413,10 +461,9 @@ __device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shap
 }
 
 __global__ void __launch_bounds__(256, 3)
-    kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, const bf16 *__restrict__ f,
-                      const float *__restrict__ A_log, const float *__restrict__ dt_bias, kda_bwd_scratch w,
-                      bf16 *__restrict__ dq, bf16 *__restrict__ dk, bf16 *__restrict__ dv, bf16 *__restrict__ df,
-                      bf16 *__restrict__ db) {
+    kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ f, const float *__restrict__ A_log,
+                      const float *__restrict__ dt_bias, kda_bwd_scratch w, bf16 *__restrict__ dq,
+                      bf16 *__restrict__ dk, bf16 *__restrict__ df, bf16 *__restrict__ db) {
     extern __shared__ __align__(128) unsigned char fin_raw[];
     finish_smem &m = *(finish_smem *)fin_raw;
     const int MC = KDA_MAX_C;
@@ -427,31 +474,7 @@ __global__ void __launch_bounds__(256, 3)
     float sc = s.scale, eA = expf(A_log[h]);
 
     if (tid < MC) m.betas[tid] = tid < n ? sv.beta[kda_row(s, b, c, h, tid)] : 0.0f;
-    // B7 (value side): dv = β·dBV, dβ = Σ_v dBV·v. A warp's rows RW at a time (rows r0, r0 + 8, ..),
-    // their loads issued together (rows past n read row n − 1 and store nothing); each row's
-    // operations and their order as one row at a time, so the same bits.
-    for (int r0 = warp; r0 < n; r0 += 8 * RW) {
-        size_t row[RW];
-        float be[RW], acc[RW];
-#pragma unroll
-        for (int q = 0; q < RW; q++)
-            row[q] = kda_row(s, b, c, h, min(r0 + 8 * q, n - 1)), be[q] = sv.beta[row[q]], acc[q] = 0.0f;
-        for (int j = lane; j < V; j += 32) {
-            float g[RW], x[RW];
-#pragma unroll
-            for (int q = 0; q < RW; q++) g[q] = w.dBV[row[q] * V + j], x[q] = bf2f(v[row[q] * V + j]);
-#pragma unroll
-            for (int q = 0; q < RW; q++) {
-                acc[q] += g[q] * x[q];
-                if (r0 + 8 * q < n) dv[row[q] * V + j] = f2bf(be[q] * g[q]);
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < RW; q++) {
-            float a = warp_sum(acc[q]);
-            if (lane == 0 && r0 + 8 * q < n) m.dbeta[r0 + 8 * q] = a;
-        }
-    }
+    if (tid < n) m.dbeta[tid] = w.dbv[row0 + (size_t)tid * s.H]; // B7's term (D3)
     tile_load(smat{&m.dLh[0][0], &m.dLl[0][0], FMP}, w.dL + row0 * C, (size_t)s.H * C, n, C, MC, MC);
     tile_load(smat{&m.dAh[0][0], &m.dAl[0][0], FMP}, w.dA + row0 * C, (size_t)s.H * C, n, C, MC, MC);
     __syncthreads(); // the diagonal blocks' hi and lo were written by other threads
@@ -615,10 +638,13 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
-        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, w);
+        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv,
+                                                                            w);
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, w);
+        kda_b7_kernel<<<dim3(s.NT, s.H, s.B), 256, 0, cu_stream>>>(s, sv, w.dBV, (const bf16 *)v, (bf16 *)dv, w.dbv);
+        CU_LAUNCHED();
     }
     // D4
     auto finish = kda_finish_kernel;
@@ -626,8 +652,8 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
     CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-    finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)v, (const bf16 *)f, A_log, dt_bias, w,
-                                                         (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (bf16 *)df, (bf16 *)db);
+    finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq,
+                                                         (bf16 *)dk, (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5
     kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);
