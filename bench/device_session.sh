@@ -51,6 +51,10 @@
 #      arithmetic in the same order): the core, step, decode and memcheck tests, same_bits.sh
 #      against main's kda (kda_base: checkpoints after 10 iterations byte-identical), the core's
 #      speed against main's (bench_kda_base), ncu per-kernel times, the 300M step of main and of it;
+#   p21: bench/pending/next-s21 (the intra kernel's WY products two tiles a warp at once, B7 in D3;
+#      the same bits): the core (also KDA_CORE_UNFUSED=1, kda_b7_kernel's path), step, decode and
+#      memcheck tests, same_bits.sh against main's kda (kda_base), the core's speed against main's
+#      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -225,6 +229,22 @@ p20)
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
     step_vs_base
+    ;;
+p21)
+    tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt "native device tests (core, step, decode, memcheck)"
+    echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (D3 as chunk GEMMs, then kda_b7_kernel)"
+    KDA_CORE_UNFUSED=1 timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
+    echo "== same_bits.sh: main's kda (kda_base) against this build"
+    timeout 120 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -6
+    lap "tests, same bits"
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+        echo "== KDA core, $k"
+        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
+    done
+    lap "core A/B"
+    ncu_kda_kernels
+    for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
+    lap "300M steps"
     ;;
 i20)
     tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt "native device tests (core, step, decode, memcheck)"
