@@ -51,8 +51,8 @@
 #      arithmetic in the same order): the core, step, decode and memcheck tests, same_bits.sh
 #      against main's kda (kda_base: checkpoints after 10 iterations byte-identical), the core's
 #      speed against main's (bench_kda_base), ncu per-kernel times, the 300M step of main and of it;
-#   p21: bench/pending/next-s21 (the intra kernel's WY products two tiles a warp at once, B7 in D3;
-#      the same bits): the core (also KDA_CORE_UNFUSED=1, kda_b7_kernel's path), step, decode and
+#   p21: bench/pending/next-s21 (the intra kernel's WY products two tiles a warp at once, B7 in D3,
+#      the fused kernels' and scans' fragment loads and stores as wmma.*.shared; the same bits): the core (also KDA_CORE_UNFUSED=1, kda_b7_kernel's path), step, decode and
 #      memcheck tests, same_bits.sh against main's kda (kda_base), the core's speed against main's
 #      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
@@ -231,6 +231,13 @@ p20)
     step_vs_base
     ;;
 p21)
+    if command -v cuobjdump >/dev/null; then # whether the fragment loads became ldmatrix: per kernel
+        for bin in $N/bench_kda_base $N/bench_kda_cuda; do
+            echo "== SASS of $bin: LDSM, MOVM, generic LD per KDA kernel"
+            cuobjdump -sass $bin 2>/dev/null | awk '/Function :/{f=$3} /LDSM/{a[f]++} /MOVM/{m[f]++}
+                / LD\./{g[f]++} END{for(k in a)if(k~/kda/)print "  "k, a[k]+0, m[k]+0, g[k]+0; for(k in m)if(!(k in a)&&k~/kda/)print "  "k, 0, m[k], g[k]+0}'
+        done
+    fi
     tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt "native device tests (core, step, decode, memcheck)"
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (D3 as chunk GEMMs, then kda_b7_kernel)"
     KDA_CORE_UNFUSED=1 timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4

@@ -352,10 +352,10 @@ __device__ void finish_between_blocks(finish_smem &m, int n) {
     }
     __syncthreads(); // every operand read: X, Y, Z may overwrite them
     if (xy) {
-        wmma::store_matrix_sync(&m.Xs[I0][0], p0, FXP, wmma::mem_row_major);
-        wmma::store_matrix_sync(&m.Ys[I0][0], p1, FXP, wmma::mem_row_major);
+        acc_store(&m.Xs[I0][0], p0, FXP);
+        acc_store(&m.Ys[I0][0], p1, FXP);
     } else if (z) {
-        wmma::store_matrix_sync(&m.Zs[J0][0], p0, FXP, wmma::mem_row_major);
+        acc_store(&m.Zs[J0][0], p0, FXP);
     }
 }
 

@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved s
         if (t >= 12) continue;
         int idx = t % 6, I = idx == 0 ? 1 : idx < 3 ? 2 : 3, jt = idx == 0 ? 0 : idx < 3 ? idx - 1 : idx - 3;
         float(*D)[IMP] = t < 6 ? AF : LF;
-        wmma::store_matrix_sync(&D[16 * I][16 * jt], acc[x], IMP, wmma::mem_row_major);
+        acc_store(&D[16 * I][16 * jt], acc[x], IMP);
     }
 #pragma unroll
     for (int x = 0; x < PPT; x++) {

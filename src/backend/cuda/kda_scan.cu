@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
             wmma::fill_fragment(acc, 0.0f);
             tterm p = {{(bf16 *)wm, NULL, L.pk}, {Sh, NULL, L.pv}, false, false, KP, 1.0f};
             tile_mma<false, false>(acc, p, i0, j0);
-            wmma::store_matrix_sync(F + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+            acc_store(F + i0 * L.pf + j0, acc, L.pf);
             __syncwarp();
             for (int e = lane; e < 256; e += 32) {
                 int r = i0 + (e >> 4), v = j0 + (e & 15);
@@ -159,10 +159,10 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
         for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // S += kgᵀ·Vn
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
-            wmma::load_matrix_sync(acc, S + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
+            acc_load(acc, S + i0 * L.pf + j0, L.pf);
             tterm p = {{(bf16 *)kg, NULL, L.pk}, {Vh, NULL, L.pv}, true, false, CC, 1.0f};
             tile_mma<true, false>(acc, p, i0, j0);
-            wmma::store_matrix_sync(S + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+            acc_store(S + i0 * L.pf + j0, acc, L.pf);
         }
     }
     if (Sg) {
@@ -226,10 +226,10 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B1: dVn += kg·dS
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
-            wmma::load_matrix_sync(acc, dv + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
+            acc_load(acc, dv + i0 * L.pf + j0, L.pf);
             tterm p = {{(bf16 *)kg, NULL, L.pk}, {dSh, dSl, L.pv}, false, false, KP, 1.0f};
             tile_mma<false, false>(acc, p, i0, j0);
-            wmma::store_matrix_sync(dv + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+            acc_store(dv + i0 * L.pf + j0, acc, L.pf);
             __syncwarp();
             for (int e = lane; e < 256; e += 32) {
                 int r = i0 + (e >> 4), v = j0 + (e & 15);
@@ -243,14 +243,14 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B3
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, a, bq;
-            wmma::load_matrix_sync(acc, dS + i0 * L.pf + j0, L.pf, wmma::mem_row_major);
+            acc_load(acc, dS + i0 * L.pf + j0, L.pf);
             wmma::fill_fragment(a, 0.0f), wmma::fill_fragment(bq, 0.0f);
             tterm pa = {{(bf16 *)qg, NULL, L.pk}, {(bf16 *)dOs, NULL, L.pv}, true, false, CC, 1.0f};
             tterm pb = {{(bf16 *)wm, NULL, L.pk}, {Vh, Vl, L.pv}, true, false, CC, 1.0f};
             tile_mma<true, false>(a, pa, i0, j0);
             tile_mma<true, false>(bq, pb, i0, j0);
             for (int x = 0; x < acc.num_elements; x++) acc.x[x] += s.scale * a.x[x] - bq.x[x];
-            wmma::store_matrix_sync(dS + i0 * L.pf + j0, acc, L.pf, wmma::mem_row_major);
+            acc_store(dS + i0 * L.pf + j0, acc, L.pf);
         }
     }
 }

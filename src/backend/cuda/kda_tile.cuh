@@ -91,6 +91,51 @@ __device__ __forceinline__ void tile_split(smat m, const float *F, int ldf, int 
     }
 }
 
+// Fragment loads from shared memory as wmma.load with the .shared state space. The C++ API emits
+// the generic form, which ptxas lowers to element-wise generic loads and movmatrix transposes
+// wherever it cannot prove that the address lies in shared memory (D3 in session 19's profile:
+// generic LD 10% and MOVM 3.5% of its instructions, besides their address arithmetic). The
+// .shared form is the same instruction on the same bytes, so the same fragment, lowered to
+// ldmatrix. Every operand of these kernels is in shared memory.
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, bf16, nvcuda::wmma::row_major> frag_a_row;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, bf16, nvcuda::wmma::col_major> frag_a_col;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, bf16, nvcuda::wmma::row_major> frag_b_row;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, bf16, nvcuda::wmma::col_major> frag_b_col;
+#define KDA_FRAG_LOAD(FRAG, MAT, LAYOUT)                                                                        \
+    __device__ __forceinline__ void frag_load(FRAG &f, const bf16 *p, int ld) {                                 \
+        static_assert(sizeof(f.x) == 16, "a bf16 16x16x16 fragment is 4 registers");                           \
+        unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);                                                     \
+        unsigned a = (unsigned)__cvta_generic_to_shared(p);                                                      \
+        asm volatile("wmma.load." MAT ".sync.aligned." LAYOUT ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;" \
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                            \
+                     : "r"(a), "r"(ld)                                                                           \
+                     : "memory");                                                                                \
+    }
+KDA_FRAG_LOAD(frag_a_row, "a", "row")
+KDA_FRAG_LOAD(frag_a_col, "a", "col")
+KDA_FRAG_LOAD(frag_b_row, "b", "row")
+KDA_FRAG_LOAD(frag_b_col, "b", "col")
+#undef KDA_FRAG_LOAD
+
+// The same for fp32 accumulator tiles, row-major in shared memory (wmma.load.c / wmma.store.d).
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> tacc;
+__device__ __forceinline__ void acc_load(tacc &f, const float *p, int ld) {
+    static_assert(sizeof(f.x) == 32, "an fp32 16x16 accumulator is 8 registers");
+    float *r = &f.x[0];
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("wmma.load.c.sync.aligned.row.m16n16k16.shared.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8], %9;"
+                 : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3]), "=f"(r[4]), "=f"(r[5]), "=f"(r[6]), "=f"(r[7])
+                 : "r"(a), "r"(ld)
+                 : "memory");
+}
+__device__ __forceinline__ void acc_store(float *p, const tacc &f, int ld) {
+    const float *r = &f.x[0];
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, %9;" ::"r"(a),
+                 "f"(r[0]), "f"(r[1]), "f"(r[2]), "f"(r[3]), "f"(r[4]), "f"(r[5]), "f"(r[6]), "f"(r[7]), "r"(ld)
+                 : "memory");
+}
+
 // One term of a product: alpha · op(A) · op(B), op(X) = Xᵀ when the flag is set (the stored
 // matrix is then read through col_major fragments), inner size Kd (multiple of 16).
 struct tterm {
@@ -99,8 +144,6 @@ struct tterm {
     int Kd;
     float alpha;
 };
-
-typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> tacc;
 
 // part += op(A)[i0..i0+15, :] · op(B)[:, j0..j0+15] over the inner size, in the order of kda_gemm.cu.
 template <bool TA, bool TB> __device__ __forceinline__ void tile_mma(tacc &part, const tterm &t, int i0, int j0) {
@@ -112,13 +155,13 @@ template <bool TA, bool TB> __device__ __forceinline__ void tile_mma(tacc &part,
         wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
         size_t ao = TA ? (size_t)kk * t.A.ld + i0 : (size_t)i0 * t.A.ld + kk;
         size_t bo = TB ? (size_t)j0 * t.B.ld + kk : (size_t)kk * t.B.ld + j0;
-        wmma::load_matrix_sync(ah, t.A.hi + ao, t.A.ld);
-        if (t.A.lo) wmma::load_matrix_sync(al, t.A.lo + ao, t.A.ld);
-        wmma::load_matrix_sync(bh, t.B.hi + bo, t.B.ld);
+        frag_load(ah, t.A.hi + ao, t.A.ld);
+        if (t.A.lo) frag_load(al, t.A.lo + ao, t.A.ld);
+        frag_load(bh, t.B.hi + bo, t.B.ld);
         wmma::mma_sync(part, ah, bh, part);
         if (t.A.lo) wmma::mma_sync(part, al, bh, part);
         if (t.B.lo) {
-            wmma::load_matrix_sync(bl, t.B.lo + bo, t.B.ld);
+            frag_load(bl, t.B.lo + bo, t.B.ld);
             wmma::mma_sync(part, ah, bl, part);
         }
     }
@@ -138,14 +181,14 @@ __device__ __forceinline__ void tile_mma2(tacc &pa, tacc &pb, const tterm &t, in
         size_t aoa = TA ? (size_t)kk * t.A.ld + i0a : (size_t)i0a * t.A.ld + kk;
         size_t aob = TA ? (size_t)kk * t.A.ld + i0b : (size_t)i0b * t.A.ld + kk;
         size_t bo = TB ? (size_t)j0 * t.B.ld + kk : (size_t)kk * t.B.ld + j0;
-        wmma::load_matrix_sync(ah, t.A.hi + aoa, t.A.ld);
-        wmma::load_matrix_sync(ah2, t.A.hi + aob, t.A.ld);
-        wmma::load_matrix_sync(bh, t.B.hi + bo, t.B.ld);
+        frag_load(ah, t.A.hi + aoa, t.A.ld);
+        frag_load(ah2, t.A.hi + aob, t.A.ld);
+        frag_load(bh, t.B.hi + bo, t.B.ld);
         if (t.A.lo) {
-            wmma::load_matrix_sync(al, t.A.lo + aoa, t.A.ld);
-            wmma::load_matrix_sync(al2, t.A.lo + aob, t.A.ld);
+            frag_load(al, t.A.lo + aoa, t.A.ld);
+            frag_load(al2, t.A.lo + aob, t.A.ld);
         }
-        if (t.B.lo) wmma::load_matrix_sync(bl, t.B.lo + bo, t.B.ld);
+        if (t.B.lo) frag_load(bl, t.B.lo + bo, t.B.ld);
         wmma::mma_sync(pa, ah, bh, pa);
         wmma::mma_sync(pb, ah2, bh, pb);
         if (t.A.lo) {
@@ -163,7 +206,7 @@ __device__ __forceinline__ void tile_mma2(tacc &pa, tacc &pb, const tterm &t, in
 // zeroes what lies above the diagonal (or on it, KMASK_STRICT).
 __device__ __forceinline__ void tile_put(float *F, int ldf, const tacc &acc, int i0, int j0, int mask) {
     using namespace nvcuda;
-    wmma::store_matrix_sync(F + (size_t)i0 * ldf + j0, acc, ldf, wmma::mem_row_major);
+    acc_store(F + (size_t)i0 * ldf + j0, acc, ldf);
     if (mask != KMASK_NONE && j0 == i0) { // the diagonal tile: this warp masks what it stored
         __syncwarp();
         int lane = threadIdx.x & 31;
