@@ -52,8 +52,10 @@
 #      against main's kda (kda_base: checkpoints after 10 iterations byte-identical), the core's
 #      speed against main's (bench_kda_base), ncu per-kernel times, the 300M step of main and of it;
 #   p21: bench/pending/next-s21 (the intra kernel's WY products two tiles a warp at once, B7 in D3,
-#      the fused kernels' and scans' fragment loads and stores as wmma.*.shared; the same bits): the core (also KDA_CORE_UNFUSED=1, kda_b7_kernel's path), step, decode and
-#      memcheck tests, same_bits.sh against main's kda (kda_base), the core's speed against main's
+#      the fused kernels' and scans' fragment loads and stores as wmma.*.shared; the same bits): the
+#      SASS's LDSM / MOVM / generic LD counts, the core (also KDA_CORE_UNFUSED=1, kda_b7_kernel's
+#      path), step, decode, memcheck and racecheck tests, same_bits.sh against main's kda (kda_base;
+#      also unfused and at K 64, V 128), the core's speed against main's
 #      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series;
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
@@ -238,11 +240,14 @@ p21)
                 / LD\./{g[f]++} END{for(k in a)if(k~/kda/)print "  "k, a[k]+0, m[k]+0, g[k]+0; for(k in m)if(!(k in a)&&k~/kda/)print "  "k, 0, m[k], g[k]+0}'
         done
     fi
-    tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt "native device tests (core, step, decode, memcheck)"
+    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt \
+        "native device tests (core, step, decode, memcheck, racecheck)"
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (D3 as chunk GEMMs, then kda_b7_kernel)"
     KDA_CORE_UNFUSED=1 timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
-    echo "== same_bits.sh: main's kda (kda_base) against this build"
-    timeout 120 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -6
+    echo "== same_bits.sh: main's kda (kda_base) against this build (K 32, V 64; then unfused D3; then K 64, V 128)"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -3
+    KDA_CORE_UNFUSED=1 timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
+    SAME_BITS_A_SET=head_dim=64 SAME_BITS_B_SET=head_dim=64 timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
     lap "tests, same bits"
     for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
         echo "== KDA core, $k"

@@ -349,10 +349,18 @@ __device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
     __syncthreads();
 }
 
-// No minimum of blocks in the launch bounds: with (256, 3) ptxas aims at 80 registers and spills
-// (76 bytes); without, it needs 72 and no spill, which still gives 3 blocks an SM (shared memory
-// allows 3).
-__global__ void __launch_bounds__(256) kda_intra_kernel(kda_shape s, kda_saved sv) {
+// The launch bounds' minimum of blocks an SM by architecture (CUDA 13.0's ptxas, 256 threads, 62
+// KiB of shared memory a block): on sm_90 none, since with 3 ptxas aims at 80 registers and spills
+// (52 bytes) while without it needs 79 and no spill, which still gives 3 blocks an SM; on sm_100 3
+// (80 registers, no spill; without the bound it takes 128, 2 blocks); below sm_90 none (shared
+// memory allows at most 2 blocks there; 101 registers).
+// (An explicit minimum of 1 is not the same as none: ptxas then takes 137 registers on sm_90.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define KDA_INTRA_BOUNDS __launch_bounds__(256, 3)
+#else
+#define KDA_INTRA_BOUNDS __launch_bounds__(256)
+#endif
+__global__ void KDA_INTRA_BOUNDS kda_intra_kernel(kda_shape s, kda_saved sv) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char intra_raw[];
     const intra_layout L = intra_layout_of(s);
