@@ -12,7 +12,7 @@
 #include <string.h>
 #include <type_traits>
 
-#include "backend/cuda/kda_cuda.cuh"
+#include "backend/cuda/kda_tile.cuh" // frag_load, acc_store (and kda_cuda.cuh)
 
 using namespace nvcuda;
 
@@ -92,17 +92,17 @@ __device__ __forceinline__ void mma_slice(const gemm_smem &sm, int wr, int wc, b
 #pragma unroll
     for (int kk = 0; kk < WK; kk += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al;
-        wmma::load_matrix_sync(ah, TA ? &sm.in.Ah[kk][wr] : &sm.in.Ah[wr][kk], AP);
-        if (splitA) wmma::load_matrix_sync(al, TA ? &sm.in.Al[kk][wr] : &sm.in.Al[wr][kk], AP);
+        frag_load(ah, TA ? &sm.in.Ah[kk][wr] : &sm.in.Ah[wr][kk], AP);
+        if (splitA) frag_load(al, TA ? &sm.in.Al[kk][wr] : &sm.in.Al[wr][kk], AP);
 #pragma unroll
         for (int f = 0; f < 2; f++) {
             int j = wc + 16 * f;
             wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
-            wmma::load_matrix_sync(bh, TB ? &sm.in.Bh[j][kk] : &sm.in.Bh[kk][j], BP);
+            frag_load(bh, TB ? &sm.in.Bh[j][kk] : &sm.in.Bh[kk][j], BP);
             wmma::mma_sync(part[f], ah, bh, part[f]);
             if (splitA) wmma::mma_sync(part[f], al, bh, part[f]);
             if (splitB) {
-                wmma::load_matrix_sync(bl, TB ? &sm.in.Bl[j][kk] : &sm.in.Bl[kk][j], BP);
+                frag_load(bl, TB ? &sm.in.Bl[j][kk] : &sm.in.Bl[kk][j], BP);
                 wmma::mma_sync(part[f], ah, bl, part[f]);
             }
         }
@@ -144,8 +144,8 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
             for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
     }
     __syncthreads(); // Cs overlays the operand slices
-    wmma::store_matrix_sync(&sm.Cs[wr][wc], acc[0], CPD, wmma::mem_row_major);
-    wmma::store_matrix_sync(&sm.Cs[wr][wc + 16], acc[1], CPD, wmma::mem_row_major);
+    acc_store(&sm.Cs[wr][wc], acc[0], CPD);
+    acc_store(&sm.Cs[wr][wc + 16], acc[1], CPD);
     __syncthreads();
     // 8 consecutive columns per thread: one 16-byte store of bf16 (two of fp32) where aligned
     bool vec = g.out_ld % 8 == 0 && ((uintptr_t)g.out & 15) == 0;
