@@ -13,6 +13,40 @@
 // and b / db as the columns of a wider matrix (kda_core_dims.ldb). Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include "cuda/kda_inputs.h"
 
+// The device copies of a case's inputs (b may be a wider matrix: kda_core_dims.ldb).
+typedef struct {
+    void *q, *k, *v, *f, *b, *A, *dt, *dO;
+} kda_dev;
+
+enum { G_DQ, G_DK, G_DV, G_DF, G_DB, G_DA, G_DDT, G_O, G_N };
+
+// The backward of d on `saved` (after a forward into it, with o into got[G_O], when fwd is set),
+// every output NaN-poisoned and dA_log / ddt_bias accumulating onto dA0 / ddt0, read back into
+// got[] (nb: db's elements; got[G_O] NULL without the forward).
+static void gpu_run(const kda_core_dims *d, const kda_dev *in, void *saved, int fwd, size_t nb, const float *dA0,
+                    const float *ddt0, float *got[G_N]) {
+    size_t nk = (size_t)d->B * d->T * d->H * d->K, nv = (size_t)d->B * d->T * d->H * d->V;
+    size_t nh = (size_t)d->H, nhk = (size_t)d->H * d->K;
+    got[G_O] = NULL;
+    if (fwd) {
+        void *o_ = d_bf_nan(nv);
+        CU->kda_fwd(d, in->q, in->k, in->v, in->f, in->b, in->A, in->dt, o_, saved);
+        got[G_O] = h_of_bf(o_, nv);
+        CU->free(o_);
+    }
+    void *dq_ = d_bf_nan(nk), *dk_ = d_bf_nan(nk), *dv_ = d_bf_nan(nv), *df_ = d_bf_nan(nk), *db_ = d_bf_nan(nb);
+    float *dA_ = d_f32(dA0, nh), *ddt_ = d_f32(ddt0, nhk);
+    CU->kda_bwd(d, in->q, in->k, in->v, in->f, in->b, in->A, in->dt, saved, in->dO, dq_, dk_, dv_, df_, db_, dA_, ddt_);
+    got[G_DQ] = h_of_bf(dq_, nk), got[G_DK] = h_of_bf(dk_, nk), got[G_DV] = h_of_bf(dv_, nv);
+    got[G_DF] = h_of_bf(df_, nk), got[G_DB] = h_of_bf(db_, nb);
+    got[G_DA] = h_of_f32(dA_, nh), got[G_DDT] = h_of_f32(ddt_, nhk);
+    CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(db_), CU->free(dA_), CU->free(ddt_);
+}
+
+static void gpu_free(float *got[G_N]) {
+    for (int i = 0; i < G_N; i++) free(got[i]);
+}
+
 static void run_case(int B, int T, int H, int K, int V, int chunk) {
     char nm[128];
     kda_inputs x = kda_inputs_make(B, T, H, K, V, chunk);
@@ -30,32 +64,22 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
     // GPU
     kda_core_dims dg = *d;
     dg.algo = KDA_RECURRENT; // the CUDA core is always chunked; algo must not matter
-    void *q_ = d_bf(x.q, x.nk), *k_ = d_bf(x.k, x.nk), *v_ = d_bf(x.v, x.nv), *f_ = d_bf(x.f, x.nk);
-    void *b_ = d_bf(x.b, x.nb), *A_ = d_f32(x.A_log, H), *dt_ = d_f32(x.dt_bias, (size_t)H * K);
-    void *dO_ = d_bf(x.dO, x.nv), *o_ = d_bf_nan(x.nv);
+    kda_dev in = {d_bf(x.q, x.nk), d_bf(x.k, x.nk), d_bf(x.v, x.nv), d_bf(x.f, x.nk),
+                  d_bf(x.b, x.nb), d_f32(x.A_log, H), d_f32(x.dt_bias, (size_t)H * K), d_bf(x.dO, x.nv)};
     void *saved = CU->alloc(CU->kda_saved_bytes(&dg));
-    CU->kda_fwd(&dg, q_, k_, v_, f_, b_, A_, dt_, o_, saved);
-    float *o = h_of_bf(o_, x.nv);
+    float *res[2][G_N];
+    gpu_run(&dg, &in, saved, 1, x.nb, dA0, ddt0, res[0]); // forward and backward
+    gpu_run(&dg, &in, saved, 0, x.nb, dA0, ddt0, res[1]); // the backward again
+    float *o = res[0][G_O];
     snprintf(nm, sizeof nm, "kda_fwd o (B=%d T=%d H=%d K=%d V=%d C=%d)", B, T, H, K, V, chunk);
     CHECK_REL(nm, o, o_ref, x.nv, 6e-3);
-    float *res[2][8];
-    for (int rep = 0; rep < 2; rep++) {
-        void *dq_ = d_bf_nan(x.nk), *dk_ = d_bf_nan(x.nk), *dv_ = d_bf_nan(x.nv), *df_ = d_bf_nan(x.nk);
-        void *db_ = d_bf_nan(x.nb);
-        float *dA_ = d_f32(dA0, H), *ddt_ = d_f32(ddt0, (size_t)H * K);
-        CU->kda_bwd(&dg, q_, k_, v_, f_, b_, A_, dt_, saved, dO_, dq_, dk_, dv_, df_, db_, dA_, ddt_);
-        res[rep][0] = h_of_bf(dq_, x.nk), res[rep][1] = h_of_bf(dk_, x.nk), res[rep][2] = h_of_bf(dv_, x.nv);
-        res[rep][3] = h_of_bf(df_, x.nk), res[rep][4] = h_of_bf(db_, x.nb);
-        res[rep][5] = h_of_f32(dA_, H), res[rep][6] = h_of_f32(ddt_, (size_t)H * K);
-        CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(db_), CU->free(dA_), CU->free(ddt_);
-    }
-    CHECK_REL("kda_bwd dq", res[0][0], dq_ref, x.nk, 8e-3);
-    CHECK_REL("kda_bwd dk", res[0][1], dk_ref, x.nk, 8e-3);
-    CHECK_REL("kda_bwd dv", res[0][2], dv_ref, x.nv, 8e-3);
-    CHECK_REL("kda_bwd df (gate logits)", res[0][3], df_ref, x.nk, 2e-2);
-    CHECK_REL("kda_bwd db (beta logits)", res[0][4], db_ref, x.nb, 2e-2);
-    for (int h = 0; h < H; h++) res[0][5][h] -= dA0[h], dA_ref[h] -= dA0[h];
-    for (int i = 0; i < H * K; i++) res[0][6][i] -= ddt0[i], ddt_ref[i] -= ddt0[i];
+    CHECK_REL("kda_bwd dq", res[0][G_DQ], dq_ref, x.nk, 8e-3);
+    CHECK_REL("kda_bwd dk", res[0][G_DK], dk_ref, x.nk, 8e-3);
+    CHECK_REL("kda_bwd dv", res[0][G_DV], dv_ref, x.nv, 8e-3);
+    CHECK_REL("kda_bwd df (gate logits)", res[0][G_DF], df_ref, x.nk, 2e-2);
+    CHECK_REL("kda_bwd db (beta logits)", res[0][G_DB], db_ref, x.nb, 2e-2);
+    for (int h = 0; h < H; h++) res[0][G_DA][h] -= dA0[h], dA_ref[h] -= dA0[h];
+    for (int i = 0; i < H * K; i++) res[0][G_DDT][i] -= ddt0[i], ddt_ref[i] -= ddt0[i];
     // dA_log[h] = Σ dα·α over B·T·K terms of both signs: some heads' sums nearly cancel, and
     // their relative error is then bf16 noise over a small result (seen at 6.4e-2 with H = 1,
     // T = 5, one seed of nine). A head passes when its error is within 2e-2 of its value or
@@ -73,16 +97,16 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
                 mag += fabs((double)df_ref[i]) * sp / sg;
             }
         double allowed = fmax(2e-2 * fabs((double)dA_ref[h]), 4e-3 * mag);
-        double e = fabs((double)res[0][5][h] - dA_ref[h]) / (allowed > 0.0 ? allowed : 1.0);
+        double e = fabs((double)res[0][G_DA][h] - dA_ref[h]) / (allowed > 0.0 ? allowed : 1.0);
         if (e > worst) worst = e;
     }
     T_CHECK(worst <= 1.0, "%-48s error / allowed %.3f (<= 1); rel err %.3e", "kda_bwd dA_log (the += part)", worst,
-            (double)rel_vs(res[0][5], dA_ref, H));
-    CHECK_REL("kda_bwd ddt_bias (the += part)", res[0][6], ddt_ref, (size_t)H * K, 8e-3);
-    size_t sz[7] = {x.nk, x.nk, x.nv, x.nk, x.nb, (size_t)H, (size_t)H * K};
+            (double)rel_vs(res[0][G_DA], dA_ref, H));
+    CHECK_REL("kda_bwd ddt_bias (the += part)", res[0][G_DDT], ddt_ref, (size_t)H * K, 8e-3);
+    size_t sz[G_N] = {x.nk, x.nk, x.nv, x.nk, x.nb, (size_t)H, (size_t)H * K, x.nv};
     int same = 1;
-    for (int i = 0; i < 7; i++) {
-        if (i == 5 || i == 6) continue; // already shifted above
+    for (int i = 0; i < G_O; i++) {
+        if (i == G_DA || i == G_DDT) continue; // already shifted above
         same &= !memcmp(res[0][i], res[1][i], sz[i] * 4);
     }
     T_CHECK(same, "kda_bwd twice: bitwise identical gradients");
@@ -91,26 +115,13 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         dl.lean = 1;
         size_t bl = CU->kda_saved_bytes(&dl), bf = CU->kda_saved_bytes(&dg);
         T_CHECK(bl < bf, "lean: a smaller saved buffer (%zu < %zu bytes)", bl, bf);
-        void *sl = CU->alloc(bl), *ol_ = d_bf_nan(x.nv);
-        CU->kda_fwd(&dl, q_, k_, v_, f_, b_, A_, dt_, ol_, sl);
-        void *dq_ = d_bf_nan(x.nk), *dk_ = d_bf_nan(x.nk), *dv_ = d_bf_nan(x.nv), *df_ = d_bf_nan(x.nk);
-        void *db_ = d_bf_nan(x.nb);
-        float *dA_ = d_f32(dA0, H), *ddt_ = d_f32(ddt0, (size_t)H * K);
-        CU->kda_bwd(&dl, q_, k_, v_, f_, b_, A_, dt_, sl, dO_, dq_, dk_, dv_, df_, db_, dA_, ddt_);
-        float *got[8] = {h_of_bf(dq_, x.nk),
-                         h_of_bf(dk_, x.nk),
-                         h_of_bf(dv_, x.nv),
-                         h_of_bf(df_, x.nk),
-                         h_of_bf(db_, x.nb),
-                         h_of_f32(dA_, H),
-                         h_of_f32(ddt_, (size_t)H * K),
-                         h_of_bf(ol_, x.nv)};
-        int eq = !memcmp(got[7], o, x.nv * 4);
-        for (int i = 0; i < 7; i++) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
+        void *sl = CU->alloc(bl);
+        float *got[G_N];
+        gpu_run(&dl, &in, sl, 1, x.nb, dA0, ddt0, got);
+        int eq = !memcmp(got[G_O], o, x.nv * 4);
+        for (int i = 0; i < G_O; i++) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
         T_CHECK(eq, "lean: the same output and gradient bits");
-        for (int i = 0; i < 8; i++) free(got[i]);
-        CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(db_), CU->free(dA_), CU->free(ddt_);
-        CU->free(sl), CU->free(ol_);
+        gpu_free(got), CU->free(sl);
     }
     { // b and db as columns of a wider matrix (kda_core_dims.ldb, as the model passes them): the same
         // bits, the columns between b's rows untouched
@@ -119,39 +130,27 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         size_t rows = (size_t)B * T, wide = rows * ds.ldb;
         float *bw = h_randn(wide, 1);
         for (size_t t = 0; t < rows; t++) memcpy(bw + t * ds.ldb, x.b + t * H, (size_t)H * 4);
-        void *bw_ = d_bf(bw, wide), *dbw_ = d_bf_nan(wide), *os_ = d_bf_nan(x.nv),
-             *ss = CU->alloc(CU->kda_saved_bytes(&ds));
-        CU->kda_fwd(&ds, q_, k_, v_, f_, bw_, A_, dt_, os_, ss);
-        void *dq_ = d_bf_nan(x.nk), *dk_ = d_bf_nan(x.nk), *dv_ = d_bf_nan(x.nv), *df_ = d_bf_nan(x.nk);
-        float *dA_ = d_f32(dA0, H), *ddt_ = d_f32(ddt0, (size_t)H * K);
-        CU->kda_bwd(&ds, q_, k_, v_, f_, bw_, A_, dt_, ss, dO_, dq_, dk_, dv_, df_, dbw_, dA_, ddt_);
-        float *got[8] = {h_of_bf(dq_, x.nk),
-                         h_of_bf(dk_, x.nk),
-                         h_of_bf(dv_, x.nv),
-                         h_of_bf(df_, x.nk),
-                         h_of_bf(dbw_, wide),
-                         h_of_f32(dA_, H),
-                         h_of_f32(ddt_, (size_t)H * K),
-                         h_of_bf(os_, x.nv)};
-        int eq = !memcmp(got[7], o, x.nv * 4), gaps = 1;
-        for (int i = 0; i < 7; i++)
-            if (i != 4) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
+        kda_dev inw = in;
+        inw.b = d_bf(bw, wide);
+        void *ss = CU->alloc(CU->kda_saved_bytes(&ds));
+        float *got[G_N];
+        gpu_run(&ds, &inw, ss, 1, wide, dA0, ddt0, got);
+        int eq = !memcmp(got[G_O], o, x.nv * 4), gaps = 1;
+        for (int i = 0; i < G_O; i++)
+            if (i != G_DB) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
         for (size_t t = 0; t < rows; t++) {
-            eq &= !memcmp(got[4] + t * ds.ldb, res[1][4] + t * H, (size_t)H * 4);
-            for (int j = H; j < ds.ldb; j++) gaps &= isnan(got[4][t * ds.ldb + j]);
+            eq &= !memcmp(got[G_DB] + t * ds.ldb, res[1][G_DB] + t * H, (size_t)H * 4);
+            for (int j = H; j < ds.ldb; j++) gaps &= isnan(got[G_DB][t * ds.ldb + j]);
         }
         T_CHECK(eq, "b and db with rows %d apart: the packed call's output and gradient bits", ds.ldb);
         T_CHECK(gaps, "db with rows %d apart: the columns between its rows untouched", ds.ldb);
-        for (int i = 0; i < 8; i++) free(got[i]);
-        CU->free(dq_), CU->free(dk_), CU->free(dv_), CU->free(df_), CU->free(dbw_), CU->free(dA_), CU->free(ddt_);
-        CU->free(bw_), CU->free(os_), CU->free(ss), free(bw);
+        gpu_free(got), CU->free(inw.b), CU->free(ss), free(bw);
     }
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < 7; i++) free(res[r][i]);
-    CU->free(q_), CU->free(k_), CU->free(v_), CU->free(f_), CU->free(b_), CU->free(A_), CU->free(dt_);
-    CU->free(dO_), CU->free(o_), CU->free(saved), CPU->free(cs);
+    gpu_free(res[0]), gpu_free(res[1]); // res[0][G_O] is o
+    CU->free(in.q), CU->free(in.k), CU->free(in.v), CU->free(in.f), CU->free(in.b), CU->free(in.A), CU->free(in.dt);
+    CU->free(in.dO), CU->free(saved), CPU->free(cs);
     free(o_ref), free(dq_ref), free(dk_ref), free(dv_ref), free(df_ref), free(db_ref), free(dA0), free(ddt0);
-    free(dA_ref), free(ddt_ref), free(o);
+    free(dA_ref), free(ddt_ref);
     kda_inputs_free(&x);
 }
 
