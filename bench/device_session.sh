@@ -250,14 +250,9 @@ p21)
     KDA_CORE_UNFUSED=1 timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
     SAME_BITS_A_SET=head_dim=64 SAME_BITS_B_SET=head_dim=64 timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
     lap "tests, same bits"
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
-        echo "== KDA core, $k"
-        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
-    done
-    lap "core A/B"
+    core_vs_base
     ncu_kda_kernels
-    for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
-    lap "300M steps"
+    step_vs_base
     for rf in 16 8 32; do # the conv forward's time steps a thread (the same bits each way)
         echo "== bench_ops_cuda, KDA_CONV_RF=$rf"
         KDA_CONV_RF=$rf timeout 60 $N/bench_ops_cuda | grep -E "copy|conv_silu_fwd"
