@@ -56,8 +56,8 @@
 #      SASS's LDSM / MOVM / generic LD counts, the core (also KDA_CORE_UNFUSED=1, kda_b7_kernel's
 #      path), step, decode, memcheck and racecheck tests, same_bits.sh against main's kda (kda_base;
 #      also unfused and at K 64, V 128), the core's speed against main's
-#      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series, the conv
-#      forward with 16, 8 and 32 time steps a thread (KDA_CONV_RF);
+#      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series (session 21
+#      also measured the conv forward at 8 / 16 / 32 time steps a thread: 16, main's, was fastest);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -253,11 +253,6 @@ p21)
     core_vs_base
     ncu_kda_kernels
     step_vs_base
-    for rf in 16 8 32; do # the conv forward's time steps a thread (the same bits each way)
-        echo "== bench_ops_cuda, KDA_CONV_RF=$rf"
-        KDA_CONV_RF=$rf timeout 60 $N/bench_ops_cuda | grep -E "copy|conv_silu_fwd"
-    done
-    lap "conv forward by time steps a thread"
     ;;
 i20)
     tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt "native device tests (core, step, decode, memcheck)"

@@ -59,9 +59,9 @@ __device__ __forceinline__ int conv_group_at(const conv_groups &G, int u, int un
 // registers: x is read once. Every row the thread needs (its RF steps and the W − 1 before) is
 // loaded up front, so that RF + W − 1 loads are in flight at once; a block is up to 128 channel
 // groups of 8 (of any of the call's groups) x the time blocks (128 threads). WT: the registers'
-// window (W for the common sizes, MAXW for the rest); RF: the time steps a thread (16; 8 and 32
-// for W = 4 through KDA_CONV_RF, to measure them against each other: the same bits).
-template <int WT, int RF>
+// window (W for the common sizes, MAXW for the rest).
+enum { RF = 16 };
+template <int WT>
 __global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, conv_groups G, int T,
                                                          int W) {
     int u = blockIdx.x * blockDim.x + threadIdx.x;
@@ -106,17 +106,6 @@ __global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict_
     }
 }
 
-// The forward's time steps a thread at W = 4: 16, or KDA_CONV_RF = 8 or 32 (read once a process).
-static int conv_fwd_rf(void) {
-    static int rf = 0;
-    if (!rf) {
-        const char *e = getenv("KDA_CONV_RF");
-        int v = e ? atoi(e) : 16;
-        rf = v == 8 || v == 32 ? v : 16;
-    }
-    return rf;
-}
-
 // Whether every group takes the 16-byte path (its channels and column multiples of 8, aligned).
 static bool conv_fwd_vec_ok(const void *x, int ldx, const kda_conv_group *g, int ng) {
     bool ok = ldx % 8 == 0 && cu_aligned16(x);
@@ -131,18 +120,13 @@ void cu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, i
         conv_groups G = conv_groups_of(g, ng, 8);
         int units = G.end[ng - 1];
         if (!units) return;
-        int rf = W == 4 ? conv_fwd_rf() : 16;
-        int gx = units < 128 ? units : 128, gy = 128 / gx, tblocks = (T + rf - 1) / rf;
+        int gx = units < 128 ? units : 128, gy = 128 / gx, tblocks = (T + RF - 1) / RF;
         if (gy > tblocks) gy = tblocks;
         dim3 block(gx, gy), grid((units + gx - 1) / gx, (tblocks + gy - 1) / gy, B);
-        if (W != 4)
-            conv_silu_fwd_vec<MAXW, 16><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
-        else if (rf == 8)
-            conv_silu_fwd_vec<4, 8><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
-        else if (rf == 32)
-            conv_silu_fwd_vec<4, 32><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
+        if (W == 4)
+            conv_silu_fwd_vec<4><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
         else
-            conv_silu_fwd_vec<4, 16><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
+            conv_silu_fwd_vec<MAXW><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
         CU_LAUNCHED();
         return;
     }
