@@ -58,6 +58,11 @@
 #      also unfused and at K 64, V 128), the core's speed against main's
 #      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series (session 21
 #      also measured the conv forward at 8 / 16 / 32 time steps a thread: 16, main's, was fastest);
+#   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
+#      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
+#      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
+#      main's (a first version of it, with 4 channels a thread as an A/B and SwiGLU on the new
+#      sigmoid, ran too: bench/logs/device/2026-12-05_s21_s21_*);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -231,6 +236,18 @@ p20)
     ncu_kda_kernels
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
+    step_vs_base
+    ;;
+s21)
+    KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
+        "native device tests (ops, core, step, decode, memcheck, racecheck)"
+    parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run"
+    for b in bench_ops_base bench_ops_cuda; do
+        echo "== $b"
+        timeout 60 $N/$b | grep -E "copy|gated|conv|swiglu"
+    done
+    lap "op benchmarks"
     step_vs_base
     ;;
 p21)

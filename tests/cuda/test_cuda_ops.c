@@ -608,6 +608,7 @@ int main(int argc, char **argv) {
     test_conv(2, 150, 300, 3, 300);
     test_conv(2, 70, 64, 3, 64);    // 16-byte path with the general window
     test_conv(2, 37, 258, 4, 258);  // C % 8 != 0: element forward; bf16-pair backward, T not a multiple of 16
+    test_conv(2, 37, 260, 4, 260);  // 130 channel pairs (not a multiple of the backward block's 32)
     test_conv(1, 50, 33, 4, 33);    // odd C: element forward and backward
     test_conv(2, 70, 256, 4, 1152); // columns of the projection buffer: 16-byte and pair paths
     test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward

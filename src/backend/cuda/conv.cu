@@ -1,8 +1,10 @@
 // conv.cu — causal depthwise short convolution + SiLU (kda-model.md §2.3 step 2).
 // y[b,t,c] = silu(z), z = Σ_j w[c,j]·x[b,t−W+1+j,c] (zero history). fp32 math, bf16 out.
-// Backward: one thread per channel walks a block of R time steps with sliding windows of x
-// and dz (registers), writing dx (no atomics) and a per-block dw partial; the partials are
-// summed in a fixed order, so results are deterministic.
+// Backward: a thread takes a few channels over a block of time steps with sliding windows of x
+// and dz (registers), writing dx (no atomics) and a dw partial per R time steps; the partials are
+// summed in a fixed order, so results are deterministic. Written here, not taken from a library:
+// cuDNN has no causal depthwise conv fused with SiLU, and the q, k, v columns of the projection
+// buffer are read in place.
 #include "backend/cuda/cuda_common.cuh"
 
 enum { MAXW = 8, R = 64, CT = 128 };
@@ -193,112 +195,124 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
         if (i < W) p[W - 1 - i] = dwr[i];
 }
 
-// The backward with 2 channels per thread (4-byte bf16 pairs: a warp reads 128 contiguous bytes
-// of a row), RB = 16 time steps per block (4x the blocks of the kernel above), every row of x
-// and dy the thread needs loaded up front (RB + 2(W − 1) and RB + W − 1 loads in flight). Per
-// channel the same operations in the same order as conv_silu_bwd_kernel, so the same bits. All
-// of a call's groups in one launch: grid (ceil(pairs/CT2), ceil(T/RB), B), pairs of all groups;
-// group i's partials at part + part_off[i], [(b*nblk + blk)][c*W + j] as above.
-enum { RB = 16, CT2 = 128 };
+// The backward with 2 channels a thread (4-byte bf16 pairs: a warp reads 128 contiguous bytes of a
+// row), each thread RB = 16 time steps with every row of x and dy it needs loaded up front
+// (RB + 2(W − 1) and RB + W − 1 loads in flight); a block is UX = 32 channel pairs x GY = 4 threads
+// of consecutive time blocks, R = RB·GY = 64 steps. Per channel the same operations in the same
+// order as conv_silu_bwd_kernel, so the same dx; dw: each thread's RB steps in order, then the GY
+// threads of a block column in order (shared memory), one partial row per block of R steps as
+// conv_silu_bwd_kernel's. All of a call's groups in one launch: grid (ceil(pairs/UX), ceil(T/R),
+// B), pairs of all groups; group i's partials at part + part_off[i], [(b*nblk + blk)][c*W + j].
+// (Session 21, H100: 4 channels a thread, 8-byte loads, took 251 registers and was slower, 0.237
+// against 0.195 ms for q, k, v at 32 x 2048.)
+enum { RB = 16, GY = 4, UX = 32 };
+static_assert(RB * GY == R, "the backward kernels' partial rows cover the same time steps");
+
+// a bf16 pair by one 4-byte load (zeros where !ok), unpacked to fp32
+__device__ __forceinline__ unsigned ld_pair(const bf16 *p, bool ok) { return ok ? *(const unsigned *)p : 0u; }
+__device__ __forceinline__ void unpack_pair(unsigned w, float *x) {
+    x[0] = __uint_as_float(w << 16), x[1] = __uint_as_float(w & 0xffff0000u);
+}
+
+// Branch-free in time: rows outside [0, T) load as zeros, so past T dy = 0 gives dz = 0 (no dw or
+// dx term); dw takes the thread's first RB steps (a compile-time bound) and dx rows τ < t1 only.
 template <int WT>
-__global__ void __launch_bounds__(CT2)
+__global__ void __launch_bounds__(UX * GY)
     conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, conv_groups G, bf16 *__restrict__ dx,
                        float *__restrict__ part, int T) {
-    int u = blockIdx.x * CT2 + threadIdx.x;
-    if (u >= G.end[G.n - 1]) return;
-    int c0, gi = conv_group_at(G, u, 2, &c0), C = G.C[gi];
-    const float *__restrict__ w = G.w[gi];
-    int b = blockIdx.z, t0 = blockIdx.y * RB, t1 = min(T, t0 + RB);
-    const bf16 *xb = x + (size_t)b * T * ldx + G.col[gi] + c0, *dyb = G.dy[gi] + (size_t)b * T * C + c0;
-    bf16 *dxb = dx + (size_t)b * T * ldx + G.col[gi] + c0;
-    // xr[WT − 1 + s] = x[t0 + s] for s in [−(WT − 1), RB + WT − 1); dr[s] = dy[t0 + s], s < RB + WT − 1
-    enum { NS = RB + WT - 1 };
-    __nv_bfloat162 xr[NS + WT - 1], dr[NS];
-    __nv_bfloat162 zero2 = __floats2bfloat162_rn(0.0f, 0.0f);
+    __shared__ float red[GY][UX][2 * WT];
+    int u = blockIdx.x * UX + threadIdx.x, b = blockIdx.z;
+    int t0 = (blockIdx.y * GY + threadIdx.y) * RB, t1 = min(T, t0 + RB);
+    bool live = u < G.end[G.n - 1] && t0 < T;
+    int c0 = 0, gi = live ? conv_group_at(G, u, 2, &c0) : 0, C = G.C[gi];
+    float dwr[WT][2]; // dw[c0 + k, W − 1 − i]
 #pragma unroll
-    for (int i = 0; i < NS + WT - 1; i++) {
-        int t = t0 - (WT - 1) + i;
-        xr[i] = t >= 0 && t < T && t < t1 + WT - 1 ? *(const __nv_bfloat162 *)(xb + (size_t)t * ldx) : zero2;
-    }
+    for (int i = 0; i < WT; i++) dwr[i][0] = dwr[i][1] = 0.0f;
+    if (live) {
+        const float *__restrict__ w = G.w[gi];
+        const bf16 *xb = x + (size_t)b * T * ldx + G.col[gi] + c0, *dyb = G.dy[gi] + (size_t)b * T * C + c0;
+        bf16 *dxb = dx + (size_t)b * T * ldx + G.col[gi] + c0;
+        // xr[WT − 1 + s] = x[t0 + s] for s in [−(WT − 1), NS); dr[s] = dy[t0 + s], s < NS (bf16 pairs)
+        enum { NS = RB + WT - 1 };
+        unsigned xr[NS + WT - 1], dr[NS];
 #pragma unroll
-    for (int s = 0; s < NS; s++) {
-        int t = t0 + s;
-        dr[s] = t < T && t < t1 + WT - 1 ? *(const __nv_bfloat162 *)(dyb + (size_t)t * C) : zero2;
-    }
-    float wf[WT][2], wr[WT][2], xw[WT][2], dzb[WT][2], dwr[WT][2];
-#pragma unroll
-    for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            wf[i][k] = w[(c0 + k) * WT + i];
-            wr[i][k] = w[(c0 + k) * WT + WT - 1 - i];
-            xw[i][k] = dzb[i][k] = dwr[i][k] = 0.0f;
+        for (int i = 0; i < NS + WT - 1; i++) {
+            int t = t0 - (WT - 1) + i;
+            xr[i] = ld_pair(xb + (ptrdiff_t)t * ldx, t >= 0 && t < T);
         }
 #pragma unroll
-    for (int i = 1; i < WT; i++) {
-        float2 h = __bfloat1622float2(xr[WT - 1 - i]);
-        xw[i - 1][0] = h.x, xw[i - 1][1] = h.y;
-    }
+        for (int s = 0; s < NS; s++) dr[s] = ld_pair(dyb + (size_t)(t0 + s) * C, t0 + s < T);
+        float wf[WT][2], xw[WT][2], dzb[WT][2]; // wf[i]: multiplies x[t−W+1+i]; xw[i] = x[t−i]; dzb[i] = dz[t−i]
 #pragma unroll
-    for (int s = 0; s < NS; s++) {
-        int t = t0 + s;
-        if (t >= t1 + WT - 1) break;
+        for (int i = 0; i < WT; i++)
 #pragma unroll
-        for (int i = WT - 1; i > 0; i--)
+            for (int k = 0; k < 2; k++) wf[i][k] = w[(c0 + k) * WT + i], xw[i][k] = dzb[i][k] = 0.0f;
 #pragma unroll
-            for (int k = 0; k < 2; k++) xw[i][k] = xw[i - 1][k], dzb[i][k] = dzb[i - 1][k];
-        float2 xf = __bfloat1622float2(xr[WT - 1 + s]), df = __bfloat1622float2(dr[s]);
-        float xv[2] = {xf.x, xf.y}, dv[2] = {df.x, df.y};
+        for (int i = 1; i < WT; i++) unpack_pair(xr[WT - 1 - i], xw[i - 1]);
 #pragma unroll
-        for (int k = 0; k < 2; k++) {
-            float dz = 0.0f;
-            if (t < T) {
-                xw[0][k] = xv[k];
+        for (int s = 0; s < NS; s++) {
+#pragma unroll
+            for (int i = WT - 1; i > 0; i--)
+#pragma unroll
+                for (int k = 0; k < 2; k++) xw[i][k] = xw[i - 1][k], dzb[i][k] = dzb[i - 1][k];
+            float dv[2];
+            unpack_pair(xr[WT - 1 + s], xw[0]);
+            unpack_pair(dr[s], dv);
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
                 float z = 0.0f;
 #pragma unroll
-                for (int i = 0; i < WT; i++) z += wr[i][k] * xw[i][k];
+                for (int i = 0; i < WT; i++) z += wf[WT - 1 - i][k] * xw[i][k];
                 float sg = sigmoidf_(z);
-                dz = dv[k] * sg * (1.0f + z * (1.0f - sg));
-                if (t < t1) {
+                float dz = dv[k] * sg * (1.0f + z * (1.0f - sg));
+                if (s < RB) {
 #pragma unroll
                     for (int i = 0; i < WT; i++) dwr[i][k] += dz * xw[i][k];
                 }
-            } else {
-                xw[0][k] = 0.0f;
+                dzb[0][k] = dz;
             }
-            dzb[0][k] = dz;
-        }
-        int tau = t - (WT - 1);
-        if (tau >= t0) {
-            float acc[2];
+            int tau = t0 + s - (WT - 1); // dx[τ] = Σ_j w[j]·dz[τ+W−1−j] = Σ_j wf[j]·dzb[j]
+            if (s >= WT - 1 && tau < t1) {
+                float acc[2];
 #pragma unroll
-            for (int k = 0; k < 2; k++) {
-                acc[k] = 0.0f;
+                for (int k = 0; k < 2; k++) {
+                    acc[k] = 0.0f;
 #pragma unroll
-                for (int j = 0; j < WT; j++) acc[k] += wf[j][k] * dzb[j][k];
+                    for (int j = 0; j < WT; j++) acc[k] += wf[j][k] * dzb[j][k];
+                }
+                *(__nv_bfloat162 *)(dxb + (size_t)tau * ldx) = __floats2bfloat162_rn(acc[0], acc[1]);
             }
-            *(__nv_bfloat162 *)(dxb + (size_t)tau * ldx) = __floats2bfloat162_rn(acc[0], acc[1]);
         }
     }
-    float *p = part + G.part_off[gi] + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
 #pragma unroll
     for (int k = 0; k < 2; k++)
 #pragma unroll
-        for (int i = 0; i < WT; i++) p[k * WT + WT - 1 - i] = dwr[i][k];
+        for (int i = 0; i < WT; i++) red[threadIdx.y][threadIdx.x][k * WT + WT - 1 - i] = dwr[i][k];
+    __syncthreads();
+    // the block column's GY sums in order; thread y takes entries y, y + GY, ... of its pair
+    if (u >= G.end[G.n - 1]) return;
+    gi = conv_group_at(G, u, 2, &c0), C = G.C[gi];
+    float *p = part + G.part_off[gi] + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
+#pragma unroll
+    for (int e = threadIdx.y; e < 2 * WT; e += GY) {
+        float acc = red[0][threadIdx.x][e];
+#pragma unroll
+        for (int g = 1; g < GY; g++) acc += red[g][threadIdx.x][e];
+        p[e] = acc;
+    }
 }
 
-// The backward's kernels: channel pairs (W = 4, even C and columns, 4-byte aligned pointers) in
-// blocks of RB time steps, all groups in one launch; else single channels in blocks of R, a
-// launch a group. Each block writes a partial dw [C, W] of its group; the partials of a group
-// are summed in a fixed order (cu_colreduce_add): deterministic, and the same bits either way
-// the groups are launched.
-static int conv_bwd_time_blocks(int T, bool paired) { return paired ? (T + RB - 1) / RB : (T + R - 1) / R; }
+// The backward's kernels: channel pairs (W = 4, even C and columns, 4-byte aligned pointers), all
+// groups in one launch; else single channels, a launch a group. Each block writes a partial dw
+// [C, W] of its group per R time steps; the partials of a group are summed in a fixed order
+// (cu_colreduce_add): deterministic, and the same bits either way the groups are launched.
+static int conv_bwd_time_blocks(int T) { return (T + R - 1) / R; }
 static size_t conv_bwd_part_floats(int B, int nblk, int C, int W) { return (size_t)B * nblk * C * W; }
 
-// the partials of a call of C channels in all (either kernel: the paired one's are the larger)
+// the partials of a call of C channels in all (either kernel)
 size_t cu_conv_silu_bwd_scratch_bytes(int B, int T, int C, int W) {
     if ((size_t)B * T * C == 0) return 0;
-    return conv_bwd_part_floats(B, conv_bwd_time_blocks(T, true), C, W) * sizeof(float);
+    return conv_bwd_part_floats(B, conv_bwd_time_blocks(T), C, W) * sizeof(float);
 }
 
 static bool conv_bwd_paired(const void *x, int ldx, const void *dx, const kda_conv_group *g, int ng, int W) {
@@ -310,20 +324,20 @@ static bool conv_bwd_paired(const void *x, int ldx, const void *dx, const kda_co
 void cu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W) {
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
     if (B <= 0 || T <= 0) return;
+    int nblk = conv_bwd_time_blocks(T);
     if (conv_bwd_paired(x, ldx, dx, g, ng, W)) {
         conv_groups G = conv_groups_of(g, ng, 2);
-        int nblk = conv_bwd_time_blocks(T, true), pairs = G.end[ng - 1], Ctot = 0;
+        int pairs = G.end[ng - 1], Ctot = 0;
         if (!pairs) return;
         for (int i = 0; i < ng; i++) G.part_off[i] = conv_bwd_part_floats(B, nblk, Ctot, W), Ctot += g[i].C;
         float *part = (float *)cu_scratch(conv_bwd_part_floats(B, nblk, Ctot, W) * sizeof(float));
-        conv_silu_bwd_pair<4><<<dim3((pairs + CT2 - 1) / CT2, nblk, B), CT2, 0, cu_stream>>>(
+        conv_silu_bwd_pair<4><<<dim3((pairs + UX - 1) / UX, nblk, B), dim3(UX, GY), 0, cu_stream>>>(
             (const bf16 *)x, ldx, G, (bf16 *)dx, part, T);
         CU_LAUNCHED();
         for (int i = 0; i < ng; i++)
             if (g[i].C) cu_colreduce_add(part + G.part_off[i], B * nblk, (size_t)g[i].C * W, g[i].dw);
         return;
     }
-    int nblk = conv_bwd_time_blocks(T, false);
     for (int i = 0; i < ng; i++) {
         int C = g[i].C;
         if (!C) continue;

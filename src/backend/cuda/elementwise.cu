@@ -7,6 +7,8 @@
 #define GRID_STRIDE(i, n)                                                                                              \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
+// Not cuda_common's sigmoidf_ (approximate reciprocal): with it this memory-bound backward ran 22%
+// slower on an H100 (session 21, 1.146 vs 0.940 ms at [65536 x 4096]; the cause is not known).
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 __device__ __forceinline__ float swiglu1(float g, float u) { return g * sigm(g) * u; }
