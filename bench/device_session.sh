@@ -58,6 +58,8 @@
 #      also unfused and at K 64, V 128), the core's speed against main's
 #      (bench_kda_base), ncu per-kernel times, the 300M step of main and of the series (session 21
 #      also measured the conv forward at 8 / 16 / 32 time steps a thread: 16, main's, was fastest);
+#   t22, t22f: issue 17's table in two calls (kda's side with the clocks through 24 steps and
+#      the step's per-kernel ncu table; then FLA's side), joined by bench/step_table.py;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -175,7 +177,7 @@ kda_step_table() { # kda's side of bench/step_vs_fla.sh (300M 16, 32; 1B 16): st
 clocks_during() { # label, command...: the SM clock and power while the command runs (GEMMs alone run
     # ~20% faster than inside the step: throttling under the step's sustained load?)
     local label=$1; shift
-    nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 > "$OUTDIR/clocks.csv" &
+    nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$OUTDIR/clocks.csv" &
     local smi=$!
     "$@"
     kill $smi 2>/dev/null; wait $smi 2>/dev/null
@@ -184,6 +186,8 @@ import sys, statistics
 rows = [l.split(",") for l in open(sys.argv[1]) if l.count(",") == 1]
 mhz = sorted(float(a) for a, b in rows); w = sorted(float(b) for a, b in rows)
 if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} MHz (min {mhz[0]:.0f}), power median {statistics.median(w):.0f} W (max {w[-1]:.0f}), {len(rows)} samples")
+busy = sorted(float(a) for a, b in rows if float(b) > 300)  # the steps themselves, not start-up
+if busy: print(f"  while drawing over 300 W ({len(busy)} samples): SM clock median {statistics.median(busy):.0f} MHz, min {busy[0]:.0f}")
 PY
 }
 case "$1" in
@@ -237,6 +241,20 @@ p20)
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
     step_vs_base
+    ;;
+t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
+    # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the
+    # step's GEMMs, ~13% slower than alone, held back by the 700 W cap?); the step's per-kernel table
+    kda_step_table
+    clocks_during "300M 32x2048, 24 steps" timeout 150 $N/kda bench configs/kda-300M.yaml --device cuda \
+        --set micro_batch_size=32 --set global_batch_size=32 --steps 24 --warmup 1
+    lap "clocks through 24 steps"
+    ncu_step_kernels 170 40 "ncu per-kernel table of a step"
+    ;;
+t22f) # FLA's side of issue 17's table (its Triton compilation alone takes ~5 minutes)
+    fla_env
+    STEP_SIDES=fla STEPS=5 timeout 560 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla_fla.txt" | grep -E "==|step |peak|^FLA|\|"; lap "FLA step table"
     ;;
 s21)
     KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
