@@ -6,6 +6,7 @@
 # RANK/WORLD_SIZE launch (no MPI), and resumes across the two paths (ZeRO checkpoint on the plain
 # path, plain checkpoint through ZeRO).
 set -u
+. "$(dirname "$0")/lib.sh"
 K=${1:-build/cuda-device/kda}
 export NCCL_NVLS_ENABLE=0
 if [ -z "${KDA_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
@@ -24,16 +25,12 @@ $K "${args[@]}" --set save=$T/zero --set use_distributed_optimizer=true --set me
 grep -E "NCCL|data parallel|shard" $T/zero.log
 RANK=0 WORLD_SIZE=1 KDA_NCCL_ID_FILE=$T/ncclid $K "${args[@]}" --set save=$T/env --set use_distributed_optimizer=true \
   --set metrics_file=$T/env.jsonl > $T/env.log 2>&1 || { echo "FAIL env-launched run"; tail -5 $T/env.log; fail=1; }
-# the training rows' losses (a metrics file also holds its run's header and validation rows)
-loss() { grep '"loss":' "$1" | sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' | tr '\n' ' '; }
 echo "losses plain: $(loss $T/plain.jsonl)"
 echo "losses zero : $(loss $T/zero.jsonl)"
 for run in zero env; do
   same=1
   for it in iter_0000006 iter_0000012; do
-    for f in model.safetensors optim.exp_avg.safetensors optim.exp_avg_sq.safetensors; do
-      cmp -s $T/plain/$it/$f $T/$run/$it/$f || { same=0; echo "  differs: $run/$it/$f"; }
-    done
+    same_checkpoint $T/plain/$it $T/$run/$it $run/$it || same=0
   done
   if [ $same = 1 ] && [ "$(loss $T/plain.jsonl)" = "$(loss $T/$run.jsonl)" ] && [ -s $T/$run.jsonl ]; then
     echo "ok    NCCL one rank ($run launch), ZeRO-1: losses and checkpoints byte-identical to the plain path"

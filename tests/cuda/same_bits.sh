@@ -7,6 +7,7 @@
 # SAME_BITS_DEVICE=cpu runs it on the CPU; SAME_BITS_B_SET=key=value changes one setting of B (a check
 # that a difference shows: SAME_BITS_B_SET=seed=43 must fail).
 set -u
+. "$(dirname "$0")/lib.sh"
 A=${1:?usage: same_bits.sh KDA_A KDA_B}; B=${2:?usage: same_bits.sh KDA_A KDA_B}
 T=$(mktemp -d)
 args=(train configs/tiny-bytes.yaml --device "${SAME_BITS_DEVICE:-cuda}" --set hidden_size=256 --set head_dim=32 --set expand_v=2.0
@@ -18,12 +19,9 @@ for x in A B; do
   set_x=SAME_BITS_${x}_SET; "$bin" "${args[@]}" ${!set_x:+--set ${!set_x}} --set save=$T/$x --set metrics_file=$T/$x.jsonl > $T/$x.log 2>&1 ||
     { echo "FAIL: $bin did not train"; tail -5 $T/$x.log; fail=1; }
 done
-loss() { grep '"loss":' "$1" | sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' | tr '\n' ' '; }
 echo "losses $A: $(loss $T/A.jsonl)"
 echo "losses $B: $(loss $T/B.jsonl)"
-for f in model.safetensors optim.exp_avg.safetensors optim.exp_avg_sq.safetensors; do
-  [ -s $T/A/iter_0000010/$f ] && cmp -s $T/A/iter_0000010/$f $T/B/iter_0000010/$f || { echo "  differs: $f"; fail=1; }
-done
+same_checkpoint $T/A/iter_0000010 $T/B/iter_0000010 iter_0000010 || fail=1
 [ $fail = 0 ] && echo "ok    same bits: both builds' checkpoints after 10 iterations byte-identical" ||
   echo "FAIL  the two builds' training differs"
 rm -rf $T
