@@ -93,6 +93,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-/tmp/kda-session}; mkdir -p "$OUTDIR"
 exec > >(tee "$OUTDIR/session_$1.txt") 2>&1
+. bench/triton_cache.sh # Triton's cache carried between calls in 15 MiB parts
 N=build/cuda-device P=build/cuda-device-ptx80
 echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/null)"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
@@ -109,8 +110,7 @@ fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
-    mkdir -p $TRITON_CACHE_DIR
-    [ -f $N/triton_cache.tgz ] && tar xzf $N/triton_cache.tgz -C $TRITON_CACHE_DIR
+    triton_cache_restore $N
 }
 parity_recorded() { # timeout (s), lines of its log shown[, spread]: the 150-step parity run of $N/kda
     # against the FLA run recorded in session 15 (FLA_METRICS: no FLA training here); with
@@ -255,6 +255,7 @@ t22f) # FLA's side of issue 17's table (its Triton compilation alone takes ~5 mi
     fla_env
     STEP_SIDES=fla STEPS=5 timeout 560 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_fla.txt" | grep -E "==|step |peak|^FLA|\|"; lap "FLA step table"
+    triton_cache_save "$OUTDIR" # its parts into build/cuda-device/ make the next FLA call ~5 minutes shorter
     ;;
 s21)
     KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
@@ -427,7 +428,7 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call
     fla_env
     STEPS=5 timeout 560 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA step table"
-    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    triton_cache_save "$OUTDIR"
     ;;
 t)
     both_builds 120 110
@@ -445,7 +446,7 @@ p)
     GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= timeout 560 bash bench/parity_vs_fla.sh 2>&1 | tee "$OUTDIR/parity.txt" |
         grep -vE "^\s*$" | tail -32
     lap "loss parity vs FLA"
-    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null # for build/cuda-device/ next time
+    triton_cache_save "$OUTDIR" # for build/cuda-device/ next time
     ;;
 f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps read 307k of the
     # 316k tokens once), the previous build beside it; per-kernel step times; the KDA core
@@ -458,7 +459,7 @@ f2) # the parity run on text that does not repeat (1 x 2048 a step: 150 steps re
     timeout 60 $N/bench_kda_cuda 8 16 32 64 | grep "^ours"
     timeout 150 python3 tests/cuda/fla_kda_compare.py all $N 8 16 32 64 2>&1 | tail -14; lap "KDA core vs FLA (native)"
     [ -d $P ] && timeout 90 python3 tests/cuda/fla_kda_compare.py all $P 16 32 2>&1 | tail -10 && lap "KDA core vs FLA (portable)"
-    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    triton_cache_save "$OUTDIR"
     ;;
 k)
     tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"
@@ -507,7 +508,7 @@ v)
     lap "GEMM surveys"
     fla_env
     timeout 240 python3 tests/cuda/fla_kda_compare.py all $P 16 32 2>&1 | tail -14; lap "KDA core vs FLA (portable)"
-    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    triton_cache_save "$OUTDIR"
     ;;
 a)
     tests_on $N ops,kda,step,nccl,decode,sanitizer 170 device_log_native.txt "native device tests"
@@ -535,14 +536,14 @@ b)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
-    [ -f $N/triton_cache.tgz ] && mkdir -p $TRITON_CACHE_DIR && tar xzf $N/triton_cache.tgz -C $TRITON_CACHE_DIR
+    triton_cache_restore $N
     if [ -f bench/parity_vs_fla.sh ]; then
         KDA=$N/kda timeout 330 bash bench/parity_vs_fla.sh 2>&1 | tail -30; lap "loss parity vs FLA"
     fi
     STEP_SIDES=fla STEPS=5 timeout 300 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -E "^FLA" "$OUTDIR/step_vs_fla_fla.txt"; lap "FLA step table"
     timeout 120 python3 tests/cuda/fla_kda_compare.py all $N 16 32 2>&1 | tail -12; lap "KDA core vs FLA vs fp64"
-    tar czf "$OUTDIR/triton_cache.tgz" -C $TRITON_CACHE_DIR . 2>/dev/null
+    triton_cache_save "$OUTDIR"
     ;;
 esac
 echo "device_session $1 finished in $((SECONDS - t0)) s"

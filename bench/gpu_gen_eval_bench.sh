@@ -21,11 +21,11 @@ if ! python3 -c "import fla" 2>/dev/null; then
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 PYTHONUNBUFFERED=1
-mkdir -p "$TRITON_CACHE_DIR"
-[ -f build/cuda-device/triton_cache.tgz ] && tar xzf build/cuda-device/triton_cache.tgz -C "$TRITON_CACHE_DIR"
+. bench/triton_cache.sh
+triton_cache_restore build/cuda-device
 python3 -c "import lm_eval.models.huggingface" 2>/dev/null && echo "lm-eval: $(python3 -c 'import lm_eval; print(lm_eval.__version__)')" \
   || echo "lm-eval: not installed here; the scoring reference is a minimal FLA forward loop"
 timeout "${BENCH_TIMEOUT:-560}" python3 bench/gpu_gen_eval_bench.py --device cuda "$@"
 rc=$?
-tar czf "$OUTDIR/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
+triton_cache_save "$OUTDIR"
 exit $rc

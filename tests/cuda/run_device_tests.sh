@@ -3,10 +3,10 @@
 #
 # Builds nothing. Needs, prepared on the development machine (see docs/cuda.md):
 #   build/cuda-device/   `make cuda-device-bins` (test_cuda_ops, test_cuda_kda, test_cuda_decode, kda_core_io,
-#                        bench_kda_cuda, bench_ops_cuda) and BUILD_INFO (commit); optionally triton_cache.tgz
+#                        bench_kda_cuda, bench_ops_cuda) and BUILD_INFO (commit); optionally Triton's cache (bench/triton_cache.sh)
 #   .whl/                flash-linear-attention and fla-core wheels (FLA is not installed there)
 # Run through the device tool with carry [build/cuda-device, .whl]. The log goes to stdout and
-# to $OUT/device_log.txt; the Triton cache to $OUT/triton_cache.tgz for the next call.
+# to $OUT/device_log.txt; the Triton cache to $OUT/triton_cache.tgz.part.NN for the next call.
 # Steps (each under its own timeout, in order of importance): GPU info, op tests vs the CPU
 # backend, KDA core tests vs the CPU core, one whole training step vs the CPU backend, the NCCL
 # data-parallel path on one rank vs the plain path, generation (state ops, decoder) vs the CPU, our KDA benchmark, the memory-bound ops benchmark (bench_ops_cuda), FLA install, ours vs FLA vs a
@@ -21,8 +21,8 @@ mkdir -p "$OUTDIR"
 LOG=$OUTDIR/${KDA_DEVICE_LOG:-device_log.txt}
 exec > >(tee "$LOG") 2>&1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1
-mkdir -p "$TRITON_CACHE_DIR"
-[ -f "$BIN/triton_cache.tgz" ] && tar xzf "$BIN/triton_cache.tgz" -C "$TRITON_CACHE_DIR"
+. bench/triton_cache.sh
+triton_cache_restore "$BIN"
 
 results=()
 # KDA_DEVICE_STEPS=ops,kda,step,nccl,decode,bench,opsbench,fla,sanitizer picks steps (default: all)
@@ -65,7 +65,7 @@ want fla && step "install FLA wheels"            180 python3 -m pip install -q -
                                          --upgrade --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 want fla && step "KDA vs FLA vs fp64; FLA bench" 480 python3 tests/cuda/fla_kda_compare.py all "$BIN" 16 32
-tar czf "$OUTDIR/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
+triton_cache_save "$OUTDIR"
 if want sanitizer && command -v compute-sanitizer >/dev/null; then
     KDA_CUDA_SMALL=1 step "memcheck (small KDA case)" 180 compute-sanitizer --tool memcheck --error-exitcode 3 \
         "$BIN/test_cuda_kda"
