@@ -64,7 +64,7 @@
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
 #      main's (a first version of it, with 4 channels a thread as an A/B and SwiGLU on the new
-#      sigmoid, ran too: bench/logs/device/2026-12-05_s21_s21_*);
+#      sigmoid, ran too: bench/logs/device/2026-12-05_s21_s21a_*; the final one's: s21b);
 #   c: the KDA core against FLA and float64 on the native build (tests/cuda/fla_kda_compare.py);
 #   q: the parity run against the FLA run recorded by session 15's p (FLA_METRICS: ~1 minute
 #      instead of 7), with KDA_BASE (default: the build kept as kda_base) beside it, and whether
@@ -533,10 +533,7 @@ a)
     lap "largest micro-batches"
     ;;
 b)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
-        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-    export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
-    triton_cache_restore $N
+    fla_env
     if [ -f bench/parity_vs_fla.sh ]; then
         KDA=$N/kda timeout 330 bash bench/parity_vs_fla.sh 2>&1 | tail -30; lap "loss parity vs FLA"
     fi
