@@ -60,6 +60,10 @@
 #      also measured the conv forward at 8 / 16 / 32 time steps a thread: 16, main's, was fastest);
 #   t22, t22f: issue 17's table in two calls (kda's side with the clocks through 24 steps and
 #      the step's per-kernel ncu table; then FLA's side), joined by bench/step_table.py;
+#   p22: bench/pending/next-s22 (cross-entropy rows by a cluster of four blocks, KDA_CE_CLUSTER=4;
+#      the conv forward at 8 time steps a thread, KDA_CONV_RF=8): the device tests (ops too), the
+#      op benchmarks each way, the step with the default and the four-block rows, and the parity
+#      run with the four-block rows (their sums change the bits);
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -241,6 +245,21 @@ p20)
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
     step_vs_base
+    ;;
+p22)
+    KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
+        "native device tests (ops, core, step, decode, memcheck, racecheck)"
+    echo "== bench_ops_cuda (CE rows: the default two blocks a row, one block, four blocks)"
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|conv|lm_head_ce"
+    echo "== bench_ops_cuda, KDA_CONV_RF=8"
+    KDA_CONV_RF=8 timeout 60 $N/bench_ops_cuda | grep -E "conv_silu_fwd"
+    lap "op benchmarks"
+    for ce in 2 4 2 4; do
+        KDA_CE_CLUSTER=$ce bench300 $N "300M 32x2048, selective, KDA_CE_CLUSTER=$ce" ""
+    done
+    lap "300M steps"
+    KDA_CE_CLUSTER=4 parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the
