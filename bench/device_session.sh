@@ -63,7 +63,8 @@
 #   p22: bench/pending/next-s22 (cross-entropy rows by a cluster of four blocks, KDA_CE_CLUSTER=4;
 #      the conv forward at 8 time steps a thread, KDA_CONV_RF=8): the device tests (ops too), the
 #      op benchmarks each way, the step with the default and the four-block rows, and the parity
-#      run with the four-block rows (their sums change the bits);
+#      run with the four-block rows (their sums change the bits); ncu's full set on the fused
+#      core kernels (source-level stalls);
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -260,6 +261,7 @@ p22)
     lap "300M steps"
     KDA_CE_CLUSTER=4 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
+    ncu_core_source # where the finish, intra and D3 kernels stall now (their SASS changed in session 21)
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the
