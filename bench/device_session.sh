@@ -109,7 +109,7 @@ bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ..
     local bin=$1; [ -d "$bin" ] && bin=$bin/kda
     echo "== $2"
     timeout 120 "$bin" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-        --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|memory"
+        --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|memory"
 }
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&

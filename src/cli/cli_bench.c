@@ -37,6 +37,13 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
     else
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
     if (r->has_phases) print_phases(&r->phases);
+    const kda_clock_stats *ck = &r->clocks;
+    if (ck->samples)
+        printf("  GPU clock through the steps: SM median %.0f MHz (min %.0f, card's max %.0f) | power median %.0f W "
+               "(max %.0f, limit %.0f) | held by the power cap in %.0f%% of %d samples, thermal / hardware "
+               "slowdown in %.0f%%\n",
+               ck->sm_mhz_median, ck->sm_mhz_min, ck->sm_mhz_max, ck->power_w_median, ck->power_w_max,
+               ck->power_limit_w, 100 * ck->power_capped, ck->samples, 100 * ck->thermal_or_hw);
     if (r->ms_median_surveyed > 0)
         printf("  step with the surveyed GEMM algorithms %.1f ms (median of %d) | %.0f tokens/s (%+.1f%%)\n",
                r->ms_median_surveyed, steps, r->B * (double)r->T / (r->ms_median_surveyed / 1e3),

@@ -33,6 +33,16 @@ typedef struct {
     long n_ops;             // op calls timed
 } kda_phase_times;
 
+// The GPU's clocks and power while kda bench timed its steps (ops.h clock_watch), from samples
+// every 10 ms; samples == 0: none taken.
+typedef struct {
+    int samples;
+    double sm_mhz_median, sm_mhz_min, sm_mhz_max; // max: the card's highest SM clock
+    double power_w_median, power_w_max, power_limit_w;
+    double power_capped;  // fraction of samples with the clock held down by the power cap
+    double thermal_or_hw; // fraction with a thermal or hardware slowdown
+} kda_clock_stats;
+
 // The shapes of one training step of the model (model.c's kda_model_step_shape), for the
 // backend's scratch plan (scratch_bytes below; mem_plan.h). With N = B·T and H = core.H, a step
 // calls: lm_head_ce (N, d, NV), embed_bwd (N, d), linear_bwd (N rows; the one with a bias,
@@ -195,6 +205,10 @@ typedef struct kda_ops {
     // Bytes of device memory in use by this process's GPU and the card's total (kda bench; the
     // memory plan's free memory is total − used); NULL where the backend has no device memory.
     void (*mem_info)(size_t *used, size_t *total);
+    // Samples the device's clock and power in the background from clock_watch(1, NULL) until
+    // clock_watch(0, out), which fills *out (kda bench; out->samples = 0 where the device cannot
+    // say); NULL where the backend has no such device.
+    void (*clock_watch)(int start, kda_clock_stats *out);
 
     // ---- memory planning (mem_plan.h; NULL: the backend keeps no scratch of its own) ----
     // Scratch memory a training step of shape s takes beyond the model's buffers, computed by the

@@ -62,7 +62,9 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
     int32_t *ids = kda_malloc(N * sizeof(int32_t)), *tgt = kda_malloc(N * sizeof(int32_t));
     random_tokens(cfg, N, ids, tgt);
     double *ms = kda_malloc(sizeof(double) * steps);
+    if (ops->clock_watch) ops->clock_watch(1, NULL); // from the warm-up on: the device is busy throughout
     r.loss = time_steps(m, ids, tgt, steps, warmup, ms);
+    if (ops->clock_watch) ops->clock_watch(0, &r.clocks);
     if (ops->profile_begin) { // one more step, timed op by op on the device
         ops->zero(m->grad, m->n_floats * sizeof(float));
         ops->profile_begin();

@@ -31,6 +31,7 @@ typedef struct {
     kda_phase_times phases;
     int has_mem; // the backend reports device memory: mem_used / mem_total bytes
     size_t mem_used, mem_total;
+    kda_clock_stats clocks;   // the device's clocks and power through the timed steps (samples 0: none)
     double ms_median_surveyed; // with gemm_survey: the median step with the fastest GEMM algorithms (0: none)
 } kda_bench_result;
 

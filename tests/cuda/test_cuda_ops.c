@@ -572,6 +572,33 @@ static void run_oom(void) {
     if (cu) cu->alloc((size_t)1 << 50);
 }
 
+// The clock watch (ops.h clock_watch; NVML): over ~200 ms, either nothing (no NVML here) or
+// samples with clocks and power a GPU can have.
+static void test_clock_watch(void) {
+    if (!CU->clock_watch) {
+        T_CHECK(0, "clock_watch: the CUDA backend has one");
+        return;
+    }
+    kda_clock_stats st;
+    CU->clock_watch(1, NULL);
+    usleep(200 * 1000);
+    CU->clock_watch(0, &st);
+    if (!st.samples) {
+        printf("  (clock_watch: NVML not available here: no samples)\n");
+        return;
+    }
+    T_CHECK(st.samples >= 5 && st.sm_mhz_min > 0 && st.sm_mhz_min <= st.sm_mhz_median &&
+                st.sm_mhz_median <= st.sm_mhz_max && st.sm_mhz_max < 5000,
+            "clock_watch: %d samples, SM clock median %.0f MHz (min %.0f, max %.0f)", st.samples, st.sm_mhz_median,
+            st.sm_mhz_min, st.sm_mhz_max);
+    T_CHECK(st.power_w_median > 0 && st.power_w_median <= st.power_w_max && st.power_limit_w > 0 &&
+                st.power_capped >= 0 && st.power_capped <= 1,
+            "clock_watch: power median %.0f W (max %.0f, limit %.0f), power-capped %.0f%%", st.power_w_median,
+            st.power_w_max, st.power_limit_w, 100 * st.power_capped);
+    CU->clock_watch(0, &st); // stopping twice: nothing to report
+    T_CHECK(st.samples == 0, "clock_watch: a second stop reports no samples");
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--oom")) {
         run_oom();
@@ -621,6 +648,7 @@ int main(int argc, char **argv) {
     test_swiglu(61, 37);            // F % 8 != 0: element by element only
     test_optimizer(1000003);
     test_adamw_multi();
+    test_clock_watch();
     ssize_t k = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (k > 0) {
         self_path[k] = 0;

@@ -207,6 +207,7 @@ static const kda_ops cuda_ops = {
     .profile_end = cu_profile_end,
     .gemm_survey = cu_gemm_survey,
     .mem_info = kda_cuda_mem_info,
+    .clock_watch = kda_cuda_clock_watch,
     .scratch_bytes = cu_scratch_bytes,
     .scratch_held = cu_scratch_held,
 };
