@@ -63,8 +63,9 @@
 #   p22: bench/pending/next-s22 (cross-entropy rows by a cluster of four blocks, KDA_CE_CLUSTER=4;
 #      the conv forward at 8 time steps a thread, KDA_CONV_RF=8): the device tests (ops too), the
 #      op benchmarks each way, the step with the default and the four-block rows, and the parity
-#      run with the four-block rows (their sums change the bits); ncu's full set on the fused
-#      core kernels (source-level stalls);
+#      run with the four-block rows (their sums change the bits), the ops test with the conv at
+#      8 steps, memcheck and racecheck of a tiny model's step with the four-block rows;
+#   n22: ncu's full set on the fused core kernels (source-level stalls);
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -255,13 +256,24 @@ p22)
     echo "== bench_ops_cuda, KDA_CONV_RF=8"
     KDA_CONV_RF=8 timeout 60 $N/bench_ops_cuda | grep -E "conv_silu_fwd"
     lap "op benchmarks"
+    echo "== test_cuda_ops with KDA_CONV_RF=8 (the conv forward at 8 steps a thread)"
+    KDA_CONV_RF=8 timeout 90 $N/test_cuda_ops 2>&1 | grep -E "FAIL|passed|failed" | tail -4
+    for tool in memcheck racecheck; do # the four-block rows (distributed shared memory) under the sanitizer
+        echo "== compute-sanitizer $tool: kda bench, tiny model, KDA_CE_CLUSTER=4"
+        KDA_CE_CLUSTER=4 timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 $N/kda bench configs/tiny.yaml \
+            --device cuda --steps 1 --warmup 0 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|step |rror" | head -5
+        echo "   exit ${PIPESTATUS[0]}"
+    done
+    lap "CE rows and conv checks"
     for ce in 2 4 2 4; do
         KDA_CE_CLUSTER=$ce bench300 $N "300M 32x2048, selective, KDA_CE_CLUSTER=$ce" ""
     done
     lap "300M steps"
     KDA_CE_CLUSTER=4 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
-    ncu_core_source # where the finish, intra and D3 kernels stall now (their SASS changed in session 21)
+    ;;
+n22) # where the finish, intra and D3 kernels stall now (their SASS changed in session 21)
+    ncu_core_source
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the

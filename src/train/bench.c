@@ -21,11 +21,13 @@ static void train_step(kda_model *m, const int32_t *ids, const int32_t *tgt, lon
 }
 
 // warmup + steps steps; the timed ones' milliseconds into ms[steps]; returns the last step's loss.
-static double time_steps(kda_model *m, const int32_t *ids, const int32_t *tgt, int steps, int warmup, double *ms) {
+static double time_steps(kda_model *m, const int32_t *ids, const int32_t *tgt, int steps, int warmup, double *ms,
+                         kda_clock_stats *clocks) {
     const kda_ops *ops = m->ops;
     double loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         ops->sync();
+        if (s == warmup && clocks && ops->clock_watch) ops->clock_watch(1, NULL); // after the warm-up's set-up
         double t0 = kda_now();
         ops->zero(m->grad, m->n_floats * sizeof(float));
         train_step(m, ids, tgt, s + 1);
@@ -33,6 +35,7 @@ static double time_steps(kda_model *m, const int32_t *ids, const int32_t *tgt, i
         if (s >= warmup) ms[s - warmup] = (kda_now() - t0) * 1e3;
         loss = kda_model_loss_take(m); // outside the timed span
     }
+    if (clocks && ops->clock_watch) ops->clock_watch(0, clocks);
     return loss;
 }
 
@@ -62,9 +65,7 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
     int32_t *ids = kda_malloc(N * sizeof(int32_t)), *tgt = kda_malloc(N * sizeof(int32_t));
     random_tokens(cfg, N, ids, tgt);
     double *ms = kda_malloc(sizeof(double) * steps);
-    if (ops->clock_watch) ops->clock_watch(1, NULL); // from the warm-up on: the device is busy throughout
-    r.loss = time_steps(m, ids, tgt, steps, warmup, ms);
-    if (ops->clock_watch) ops->clock_watch(0, &r.clocks);
+    r.loss = time_steps(m, ids, tgt, steps, warmup, ms, &r.clocks);
     if (ops->profile_begin) { // one more step, timed op by op on the device
         ops->zero(m->grad, m->n_floats * sizeof(float));
         ops->profile_begin();
@@ -75,7 +76,7 @@ kda_bench_result kda_bench_train_steps(const kda_config *cfg, int steps, int war
     if (gemm_survey && ops->gemm_survey) { // after the steps above: every GEMM problem has its plan
         ops->gemm_survey(stdout, warmup + steps + r.has_phases);
         double *ms2 = kda_malloc(sizeof(double) * steps);
-        time_steps(m, ids, tgt, steps, 0, ms2);
+        time_steps(m, ids, tgt, steps, 0, ms2, NULL);
         qsort(ms2, steps, sizeof(double), cmp_double);
         r.ms_median_surveyed = ms2[steps / 2];
         free(ms2);

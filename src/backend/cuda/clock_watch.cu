@@ -46,9 +46,10 @@ static bool nvml_ready(void) {
     *(void **)&nvml.max_clock = dlsym(h, "nvmlDeviceGetMaxClockInfo");
     *(void **)&nvml.power = dlsym(h, "nvmlDeviceGetPowerUsage");
     *(void **)&nvml.power_limit = dlsym(h, "nvmlDeviceGetEnforcedPowerLimit");
-    *(void **)&nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
-    if (!nvml.init || !nvml.by_pci || !nvml.clock || !nvml.max_clock || !nvml.power || !nvml.power_limit || !nvml.reasons)
-        return false;
+    *(void **)&nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons"); // newer drivers' name
+    if (!nvml.reasons) *(void **)&nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    if (!nvml.init || !nvml.by_pci || !nvml.clock || !nvml.max_clock || !nvml.power || !nvml.power_limit)
+        return false; // without the reasons (optional) the shares of capped samples stay 0
     int d;
     char bus[32];
     if (cudaGetDevice(&d) != cudaSuccess || cudaDeviceGetPCIBusId(bus, (int)sizeof bus, d) != cudaSuccess) {
@@ -63,7 +64,7 @@ static bool nvml_ready(void) {
 enum { CW_MAX = 1 << 16, CW_PERIOD_NS = 10 * 1000 * 1000 };
 static struct {
     pthread_t thread;
-    volatile int run;
+    int run; // read by the sampler, written by the caller: __atomic
     int n, running;
     unsigned mhz[CW_MAX], mw[CW_MAX];
     unsigned long long why[CW_MAX];
@@ -72,10 +73,11 @@ static struct {
 static void *cw_sample(void *arg) {
     (void)arg;
     struct timespec pause = {0, CW_PERIOD_NS};
-    while (cw.run && cw.n < CW_MAX) {
+    while (__atomic_load_n(&cw.run, __ATOMIC_ACQUIRE) && cw.n < CW_MAX) { // CW_MAX: ~11 minutes of samples
         unsigned mhz = 0, mw = 0;
         unsigned long long why = 0;
-        if (nvml.clock(nvml.dev, NVML_CLOCK_SM, &mhz) == 0 && nvml.power(nvml.dev, &mw) == 0 && nvml.reasons(nvml.dev, &why) == 0)
+        if (nvml.reasons && nvml.reasons(nvml.dev, &why) != 0) why = 0;
+        if (nvml.clock(nvml.dev, NVML_CLOCK_SM, &mhz) == 0 && nvml.power(nvml.dev, &mw) == 0)
             cw.mhz[cw.n] = mhz, cw.mw[cw.n] = mw, cw.why[cw.n] = why, cw.n++;
         nanosleep(&pause, NULL);
     }
@@ -90,13 +92,14 @@ static int cmp_unsigned(const void *a, const void *b) {
 extern "C" void kda_cuda_clock_watch(int start, kda_clock_stats *out) {
     if (start) {
         if (cw.running || !nvml_ready()) return;
-        cw.n = 0, cw.run = 1;
+        cw.n = 0;
+        __atomic_store_n(&cw.run, 1, __ATOMIC_RELEASE);
         cw.running = pthread_create(&cw.thread, NULL, cw_sample, NULL) == 0;
         return;
     }
     if (out) memset(out, 0, sizeof *out);
     if (!cw.running) return;
-    cw.run = 0;
+    __atomic_store_n(&cw.run, 0, __ATOMIC_RELEASE);
     pthread_join(cw.thread, NULL);
     cw.running = 0;
     if (!out || !cw.n) return;
