@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(REC_THREADS)
             float sq = 0.0f, sk = 0.0f;
             for (int j = tid; j < K; j += 32) sq += qs[j] * qs[j], sk += ks[j] * ks[j];
             sq = warp_sum(sq), sk = warp_sum(sk);
-            if (tid == 0) nrm[0] = 1.0f / sqrtf(sq + 1e-6f), nrm[1] = 1.0f / sqrtf(sk + 1e-6f);
+            if (tid == 0) nrm[0] = l2_rstd(sq), nrm[1] = l2_rstd(sk);
         }
         __syncthreads();
         if (tid < V) {

@@ -122,6 +122,12 @@ __device__ __forceinline__ void load_chunk_rows(const kda_shape &s, const T *p, 
 // (session 19, H100, 32 x 2048): 1.52 -> 1.48 ms, parity against FLA 1.6e-3 (expf: 2.0e-3).
 __device__ __forceinline__ float decay_exp(float x) { return __expf(x); }
 
+// 1 / sqrt(Σx² + 1e-6), the l2norm of q and k (kda_core.h) in the prep kernel and the decoder:
+// the hardware reciprocal square root (1 instruction plus a range fix; FLA's Triton l2norm uses
+// an approximate sqrt and division too) instead of an IEEE sqrt and division, which the prep
+// kernel computed twice a row in every lane (~60 instructions a row).
+__device__ __forceinline__ float l2_rstd(float ss) { return rsqrtf(ss + 1e-6f); }
+
 // ---- chunk-batched GEMM: for every chunk, out = Σ_terms alpha·op(A)·op(B) ----
 
 enum { KV_TOK = 0, KV_STATE = 1 };

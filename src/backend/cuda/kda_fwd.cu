@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(256)
             sq += a * a, sk += e * e;
         }
         sq = warp_sum(sq), sk = warp_sum(sk);
-        float rq = 1.0f / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
+        float rq = l2_rstd(sq), rk = l2_rstd(sk);
         for (int d = lane; d < K; d += 32) {
             qs[r * P + d] = f2bf(bf2f(qs[r * P + d]) * rq);
             ks[r * P + d] = f2bf(bf2f(ks[r * P + d]) * rk);
@@ -144,9 +144,9 @@ __global__ void __launch_bounds__(256)
         float be = betas[pc.r], xq[8], xk[8], xb[8];
         for (int t = 0; t < pc.w; t++) {
             float gv = gr[t], qv = bf2f(qs[pc.r * P + pc.q + t]), kv = bf2f(ks[pc.r * P + pc.q + t]);
-            xq[t] = qv * expf(gv);
-            xk[t] = kv * expf(gl[pc.q + t] - gv);
-            xb[t] = be * kv * expf(gv);
+            xq[t] = qv * decay_exp(gv); // Γ ≤ 0 and Γ_last ≤ Γ: as the backward's finish kernel
+            xk[t] = kv * decay_exp(gl[pc.q + t] - gv);
+            xb[t] = be * kv * decay_exp(gv);
         }
         copy_piece(sv.qn + g, qs + pc.r * P + pc.q, pc.w, vo);
         copy_piece(sv.kn + g, ks + pc.r * P + pc.q, pc.w, vo);
