@@ -62,7 +62,8 @@
 #      the step's per-kernel ncu table; then FLA's side), joined by bench/step_table.py;
 #   p22: bench/pending/next-s22 (cross-entropy rows by a cluster of four blocks, KDA_CE_CLUSTER=4;
 #      the conv forward at 8 time steps a thread, KDA_CONV_RF=8): the device tests (ops too), the
-#      op benchmarks each way, the step with the default and the four-block rows, and the parity
+#      op benchmarks each way, the step of main's kda (kda_base) and of this one with the default
+#      and the four-block rows, and the parity
 #      run with the four-block rows (their sums change the bits), the ops test with the conv at
 #      8 steps, memcheck of a tiny model's step with the four-block rows, and the parity run with
 #      the default rows too (the prep kernel's rsqrt and decays change the bits);
@@ -266,8 +267,12 @@ p22)
         echo "   exit ${PIPESTATUS[0]}"
     done
     lap "CE rows and conv checks"
-    for ce in 2 4 2 4; do
-        KDA_CE_CLUSTER=$ce bench300 $N "300M 32x2048, selective, KDA_CE_CLUSTER=$ce" ""
+    for run in base 2 4 base 2 4; do # main's kda (kda_base), then this one with each row kernel
+        if [ $run = base ]; then
+            [ -x $N/kda_base ] && bench300 $N/kda_base "300M 32x2048, selective, main's kda (kda_base)" ""
+        else
+            KDA_CE_CLUSTER=$run bench300 $N "300M 32x2048, selective, KDA_CE_CLUSTER=$run" ""
+        fi
     done
     lap "300M steps"
     parity_recorded 150 4
