@@ -223,8 +223,8 @@ __global__ void __launch_bounds__(UX * GY)
     __shared__ float red[GY][UX][2 * WT];
     int u = blockIdx.x * UX + threadIdx.x, b = blockIdx.z;
     int t0 = (blockIdx.y * GY + threadIdx.y) * RB, t1 = min(T, t0 + RB);
-    bool live = u < G.end[G.n - 1] && t0 < T;
-    int c0 = 0, gi = live ? conv_group_at(G, u, 2, &c0) : 0, C = G.C[gi];
+    bool have = u < G.end[G.n - 1], live = have && t0 < T; // have: a pair; live: and time steps
+    int c0 = 0, gi = have ? conv_group_at(G, u, 2, &c0) : 0, C = G.C[gi];
     float dwr[WT][2]; // dw[c0 + k, W − 1 − i]
 #pragma unroll
     for (int i = 0; i < WT; i++) dwr[i][0] = dwr[i][1] = 0.0f;
@@ -290,8 +290,7 @@ __global__ void __launch_bounds__(UX * GY)
         for (int i = 0; i < WT; i++) red[threadIdx.y][threadIdx.x][k * WT + WT - 1 - i] = dwr[i][k];
     __syncthreads();
     // the block column's GY sums in order; thread y takes entries y, y + GY, ... of its pair
-    if (u >= G.end[G.n - 1]) return;
-    gi = conv_group_at(G, u, 2, &c0), C = G.C[gi];
+    if (!have) return;
     float *p = part + G.part_off[gi] + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
 #pragma unroll
     for (int e = threadIdx.y; e < 2 * WT; e += GY) {
