@@ -250,7 +250,8 @@ p20)
     lap "loss parity vs the recorded FLA run"
     step_vs_base
     ;;
-p22)
+p22) # session 22's record: KDA_CE_CLUSTER=4 and KDA_CONV_RF=8 were A/Bs of next-s22, dropped
+    # after this call (main reads neither value now; its runs with them are main's default)
     KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
         "native device tests (ops, core, step, decode, memcheck, racecheck)"
     echo "== bench_ops_cuda (CE rows: the default two blocks a row, one block, four blocks)"
@@ -280,8 +281,11 @@ p22)
     KDA_CE_CLUSTER=4 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
     ;;
-n22) # where the finish, intra and D3 kernels stall now (their SASS changed in session 21)
+n22) # where the finish, intra and D3 kernels stall now (their SASS changed in session 21); the
+    # core's and the step's per-kernel tables on this card
     ncu_core_source
+    ncu_kda_kernels
+    ncu_step_kernels 170 45 "ncu per-kernel table of a step"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the
