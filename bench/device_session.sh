@@ -61,12 +61,11 @@
 #   t22, t22f: issue 17's table in two calls (kda's side with the clocks through 24 steps and
 #      the step's per-kernel ncu table; then FLA's side), joined by bench/step_table.py;
 #   p22: bench/pending/next-s22 (cross-entropy rows by a cluster of four blocks, KDA_CE_CLUSTER=4;
-#      the conv forward at 8 time steps a thread, KDA_CONV_RF=8): the device tests (ops too), the
-#      op benchmarks each way, the step of main's kda (kda_base) and of this one with the default
-#      and the four-block rows, and the parity
-#      run with the four-block rows (their sums change the bits), the ops test with the conv at
-#      8 steps, memcheck of a tiny model's step with the four-block rows, and the parity run with
-#      the default rows too (the prep kernel's rsqrt and decays change the bits);
+#      the conv forward at 8 time steps a thread, KDA_CONV_RF=8; both dropped after this call):
+#      the device tests (ops too), the op benchmarks each way, the ops test with the conv at 8
+#      steps, memcheck of a tiny model's step with the four-block rows, the step of main's kda
+#      (kda_base) and of this one with each row kernel, and the parity run with the default rows
+#      (the prep kernel's rsqrt and decays change the bits) and with the four-block rows;
 #   n22: ncu's full set on the fused core kernels (source-level stalls);
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
