@@ -61,6 +61,17 @@ cleanup() { [ $ok = 1 ] || rm -rf "$TMP"; }
 trap cleanup EXIT
 trap 'fail "interrupted"' INT TERM
 
+# pip unpacks the ~4 GB of wheels under TMPDIR and installs ~6.2 GB into .venv.tmp; with the old
+# .venv still present until the rename, say so before a long download rather than after it.
+need_gb=12
+free_gb() { df -P -k "$1" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }'; }
+for dir in "$ROOT" "${TMPDIR:-/tmp}"; do
+  have=$(free_gb "$dir")
+  if [ -n "$have" ] && [ "$have" -lt $need_gb ]; then
+    fail "only $have GB free on the disk of $dir; building $VENV needs ~$need_gb GB (wheels unpacked under TMPDIR, ~6.2 GB installed): free some space or point TMPDIR at a larger disk"
+  fi
+done
+
 start=$(date +%s)
 if [ -d "$VENV" ]; then say "$VENV is out of date (requirements or Python changed): rebuilding"; fi
 rm -rf "$TMP"
@@ -72,7 +83,7 @@ n=$(grep -c -E '^[A-Za-z0-9]' "$REQ")
 say "installing $n pinned packages from tests/python/requirements.txt (first time: ~4 GB, a few minutes)"
 log=$TMP/pip-install.log
 set +e
-PIP_DISABLE_PIP_VERSION_CHECK=1 "$TMP/bin/python" -m pip install --no-input --progress-bar off -r "$REQ" 2>&1 |
+PIP_DISABLE_PIP_VERSION_CHECK=1 "$TMP/bin/python" -m pip install --no-input --no-cache-dir --progress-bar off -r "$REQ" 2>&1 |
   tee "$log" | sed -n -u -E 's/^(Collecting [^ ]+|Installing collected packages).*/pyenv:   \1/p'
 rc=${PIPESTATUS[0]}
 set -e
