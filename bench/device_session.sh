@@ -100,6 +100,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-/tmp/kda-session}; mkdir -p "$OUTDIR"
 exec > >(tee "$OUTDIR/session_$1.txt") 2>&1
+. bench/fla_wheels.sh # FLA from the carried wheels
 . bench/triton_cache.sh # Triton's cache carried between calls in 15 MiB parts
 N=build/cuda-device P=build/cuda-device-ptx80
 echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/null)"
@@ -114,8 +115,7 @@ bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ..
         --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|memory"
 }
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
-        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    fla_wheels_install
     export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
     triton_cache_restore $N
 }

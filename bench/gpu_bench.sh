@@ -18,6 +18,7 @@ for B in 16 32; do
   timeout 150 $K bench configs/kda-300M.yaml --device cuda --set micro_batch_size=$B --set global_batch_size=$B --steps 5 --warmup 2
 done
 echo "== FLA (same card)"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+. bench/fla_wheels.sh
+fla_wheels_install
 export TRITON_CACHE_DIR=/tmp/triton_cache
 timeout ${FLA_TIMEOUT:-420} python3 bench/fla_train_bench.py --micro 16,32 --steps 5 --warmup 2

@@ -16,10 +16,8 @@ export KDA_BIN=${KDA_BIN:-$PWD/build/cuda-device/kda}
 echo "kda generate/eval GPU bench, $(date -u '+%F %H:%M UTC'), $(head -1 build/cuda-device/BUILD_INFO 2>/dev/null)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 [ -x "$KDA_BIN" ] || { echo "gpu_gen_eval_bench: $KDA_BIN missing: run make cuda-device-bins here first"; exit 1; }
-if ! python3 -c "import fla" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+. bench/fla_wheels.sh
+fla_wheels_install
 export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 PYTHONUNBUFFERED=1
 . bench/triton_cache.sh
 triton_cache_restore build/cuda-device

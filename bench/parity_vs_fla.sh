@@ -50,9 +50,9 @@ SETS=("${MODEL_SETS[@]}" --set data_format=text --set "train_data_path=[$TEXT]"
       --set lr_decay_iters="$DECAY_ITERS" --set seed=42)
 
 # the GPU machine: FLA from the carried wheels (.whl, as bench/step_vs_fla.sh), Triton cache in /tmp
-if ! "$PY" -c "import fla" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  . bench/fla_wheels.sh
+  fla_wheels_install "$PY"
 fi
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache} PYTHONUNBUFFERED=1
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true

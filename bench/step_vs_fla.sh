@@ -29,8 +29,8 @@ for spec in "300M 16" "300M 32" "300M 32 none" "1B 16" "1B 16 none"; do
 done
 if [[ ",$SIDES," == *",fla,"* ]]; then
     echo "== FLA (same card)"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
-        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    . bench/fla_wheels.sh
+    fla_wheels_install
     export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache} PYTHONUNBUFFERED=1
     timeout 420 python3 bench/fla_train_bench.py --model 300M --micro 16,32 --steps "$STEPS" --warmup 2
     timeout 300 python3 bench/fla_train_bench.py --model 1B --micro 16 --steps "$STEPS" --warmup 2

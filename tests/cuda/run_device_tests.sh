@@ -22,6 +22,7 @@ LOG=$OUTDIR/${KDA_DEVICE_LOG:-device_log.txt}
 exec > >(tee "$LOG") 2>&1
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1
 . bench/triton_cache.sh
+. bench/fla_wheels.sh
 triton_cache_restore "$BIN"
 
 results=()
@@ -61,9 +62,8 @@ want nccl && step "NCCL one rank = plain path"    240 bash tests/cuda/nccl_one_r
 want decode && step "decode ops + decoder vs CPU" 120 "$BIN/test_cuda_decode"
 want bench && step "KDA benchmark (ours)"          180 "$BIN/bench_kda_cuda" 16 32
 want opsbench && step "memory-bound ops benchmark"  240 "$BIN/bench_ops_cuda"
-want fla && step "install FLA wheels"            180 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-                                         --upgrade --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+want fla && step "install FLA wheels"            180 bash -c '. bench/fla_wheels.sh && fla_wheels_install'
+fla_site_path # the install ran in its own shell
 want fla && step "KDA vs FLA vs fp64; FLA bench" 480 python3 tests/cuda/fla_kda_compare.py all "$BIN" 16 32
 triton_cache_save "$OUTDIR"
 if want sanitizer && command -v compute-sanitizer >/dev/null; then
