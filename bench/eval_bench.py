@@ -34,14 +34,13 @@ The machine may be shared: numbers are one run each, not a best-of.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 import warnings
 
 import bench_env  # noqa: E402  (bench/ is the script's directory)
+import kda_runs  # noqa: E402
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,17 +61,11 @@ MODEL_33M = dict(hidden_size=224, num_hidden_layers=4, num_heads=7, head_dim=32,
 
 
 def kda_bin() -> str:
-    exe = Path(os.environ.get("KDA_BIN", ROOT / "kda"))
-    if not exe.is_file():
-        sys.exit(f"eval_bench: {exe} not found: run `make kda` (or point KDA_BIN at the kda program)")
-    return str(exe.resolve())
+    return kda_runs.kda_bin("eval_bench")
 
 
 def run(cmd: list, what: str) -> str:
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT)
-    if r.returncode != 0:
-        sys.exit(f"eval_bench: {what} failed ({r.returncode}):\n  {' '.join(map(str, cmd))}\n{r.stdout}{r.stderr}")
-    return r.stdout
+    return kda_runs.run(cmd, what, "eval_bench").stdout
 
 
 def make_model() -> tuple[Path, Path]:
@@ -104,25 +97,8 @@ def kda_side(ck: Path, data: Path, threads: int, limit: int, batch: int) -> dict
     cmd = [kda_bin(), "eval", ck, "--device", "cpu", "--tasks", ",".join(TASKS), "--data-dir", data, "--limit", limit, "--batch-size",
            batch, "--output", out, "--log-samples", samples, "--set", f"num_threads={threads}", "--no-progress"]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    err, t_score = [], None
     with open(table, "w") as tf:
-        t0 = time.perf_counter()
-        p = subprocess.Popen([str(c) for c in cmd], stdout=tf, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-        for line in p.stderr:
-            err.append(line)
-            if t_score is None and " documents, " in line and " requests, " in line:
-                t_score = time.perf_counter()
-                head = line.split(": ", 1)[1].split(", ")
-                docs, reqs = int(head[1].split()[0]), int(head[2].split()[0])
-        rc = p.wait()
-        t_end = time.perf_counter()
-    if rc != 0 or t_score is None:
-        sys.exit(f"eval_bench: kda eval failed ({rc}):\n  {' '.join(map(str, cmd))}\n{''.join(err)}")
-    by_task: dict = {}
-    for s in parity.jsonl(samples):
-        by_task.setdefault(s["task"], {})[s["doc_id"]] = s
-    return {"docs": docs, "reqs": reqs, "score_s": t_end - t_score, "run_s": t_end - t0,
-            "results": json.loads(out.read_text())["results"], "samples": by_task}
+        return kda_runs.kda_eval_timed(cmd, out, samples, "eval_bench", stdout=tf, env=env)
 
 
 def hf_model(exp: Path, batch: int):
@@ -138,31 +114,8 @@ def hf_model(exp: Path, batch: int):
 
 
 def lm_eval_side(lm, tasks: Path, threads: int, limit: int) -> dict:
-    import lm_eval
-    from lm_eval.tasks import TaskManager
     torch.set_num_threads(threads)
-    clock = {"s": 0.0, "reqs": 0}
-    inner = type(lm)._loglikelihood_tokens
-
-    def timed(requests, *args, **kwargs):
-        t = time.perf_counter()
-        out = inner(lm, requests, *args, **kwargs)
-        clock["s"] += time.perf_counter() - t
-        clock["reqs"] += len(requests)
-        return out
-
-    def quiet(requests, disable_tqdm=False):  # no progress bars
-        return type(lm).loglikelihood(lm, requests, disable_tqdm=True)
-
-    lm._loglikelihood_tokens, lm.loglikelihood = timed, quiet
-    try:
-        t0 = time.perf_counter()
-        res = lm_eval.simple_evaluate(model=lm, tasks=[f"kda_{t}" for t in TASKS],
-                                      task_manager=TaskManager(include_path=str(tasks)), limit=limit, log_samples=True,
-                                      random_seed=0, numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0)
-        run_s = time.perf_counter() - t0
-    finally:
-        del lm._loglikelihood_tokens, lm.loglikelihood
+    res, clock, run_s = kda_runs.lm_eval_timed(lm, [f"kda_{t}" for t in TASKS], tasks, limit)
     docs = sum(len(res["samples"][f"kda_{t}"]) for t in TASKS)
     return {"docs": docs, "reqs": clock["reqs"], "score_s": clock["s"], "run_s": run_s, "results": res["results"],
             "samples": res["samples"]}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import time
 import warnings
 
 import bench_env  # noqa: E402  (bench/ is the script's directory)
+import kda_runs  # noqa: E402
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,22 +52,14 @@ import fla_cpu  # noqa: E402
 TOKENIZER = ROOT / "data" / "tokenizer" / "llama3"
 MODEL_33M = dict(hidden_size=224, num_hidden_layers=4, num_heads=7, head_dim=32, expand_v=2.0, intermediate_size=896,
                  vocab_size=128256, conv_size=4, norm_eps=1e-6, bos_token_id=128000, eos_token_id=None)
-STATS = re.compile(r"\[prompt (\d+)\] (\d+) prompt tokens, prefill ([\d.]+) ms .*first token after ([\d.]+) ms, "
-                   r"(\d+) new tokens, ([\d.]+) tokens/s")
 
 
 def kda_bin() -> str:
-    exe = Path(os.environ.get("KDA_BIN", ROOT / "kda"))
-    if not exe.is_file():
-        sys.exit(f"generate_bench: {exe} not found: run `make kda` (or point KDA_BIN at the kda program)")
-    return str(exe.resolve())
+    return kda_runs.kda_bin("generate_bench")
 
 
 def run(cmd: list, what: str) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT)
-    if r.returncode != 0:
-        sys.exit(f"generate_bench: {what} failed ({r.returncode}):\n  {' '.join(map(str, cmd))}\n{r.stdout}{r.stderr}")
-    return r
+    return kda_runs.run(cmd, what, "generate_bench")
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -99,48 +91,11 @@ def make_33m(tmp: Path) -> tuple[Path, Path]:
 
 # ---- the two sides ---------------------------------------------------------------------------------
 
-def best(runs: list[dict]) -> dict:
-    """The best of repeated runs of one prompt: shortest TTFT, highest decode rate."""
-    out = dict(runs[0])
-    out["ttft_ms"] = min(r["ttft_ms"] for r in runs)
-    out["tok_s"] = max(r["tok_s"] for r in runs)
-    out["ids_stable"] = all(r["ids"] == runs[0]["ids"] for r in runs)
-    return out
-
-
 def kda_side(ck: Path, prompts: list[str], new: int, threads: int, repeat: int) -> list[dict]:
     """Stats and ids per prompt, best of `repeat`; a first run of prompt 1 warms up."""
     cmd = [kda_bin(), "generate", ck, "--device", "cpu", "--max-new-tokens", new, "--print-ids", "--show-stats",
            "--set", f"num_threads={threads}"]
-    order = [prompts[0]] + prompts * repeat
-    for p in order:
-        cmd += ["--prompt", p]
-    r = run(cmd, "kda generate")
-    stats = [STATS.search(l) for l in r.stderr.splitlines()]
-    stats = [m for m in stats if m]
-    ids = [[int(t) for t in l.split()] for l in r.stdout.splitlines()]
-    if len(stats) != len(order) or len(ids) != len(order):
-        sys.exit(f"generate_bench: unexpected kda generate output:\n{r.stdout}\n{r.stderr}")
-    runs = [{"prompt_tokens": int(m[2]), "ttft_ms": float(m[4]), "new": int(m[5]), "tok_s": float(m[6]), "ids": i}
-            for m, i in zip(stats[1:], ids[1:])]
-    return [best(runs[k::len(prompts)]) for k in range(len(prompts))]
-
-
-class Clock:
-    """A transformers streamer that only notes when each new id arrives."""
-
-    def __init__(self):
-        self.times: list[float] = []
-        self.prompt_seen = False
-
-    def put(self, value):
-        if not self.prompt_seen:  # generate hands over the prompt first
-            self.prompt_seen = True
-            return
-        self.times.append(time.perf_counter())
-
-    def end(self):
-        pass
+    return kda_runs.kda_generate(cmd, prompts, repeat, "generate_bench")
 
 
 def hf_side(folder: Path, prompt_ids: list[list[int]], new: int, threads: int, repeat: int) -> list[dict]:
@@ -149,7 +104,7 @@ def hf_side(folder: Path, prompt_ids: list[list[int]], new: int, threads: int, r
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
     def one(ids):
-        clock = Clock()
+        clock = kda_runs.Clock()
         with torch.no_grad():
             t0 = time.perf_counter()
             out = model.generate(torch.tensor([ids]), max_new_tokens=new, do_sample=False, use_cache=True,
@@ -161,7 +116,7 @@ def hf_side(folder: Path, prompt_ids: list[list[int]], new: int, threads: int, r
 
     one(prompt_ids[0])  # warm-up
     runs = [one(ids) for _ in range(repeat) for ids in prompt_ids]
-    return [best(runs[k::len(prompt_ids)]) for k in range(len(prompt_ids))]
+    return [kda_runs.best(runs[k::len(prompt_ids)]) for k in range(len(prompt_ids))]
 
 
 # ---- report ------------------------------------------------------------------------------------------

@@ -34,9 +34,6 @@ agreement is printed (bf16 on CUDA can flip near-ties, so it is reported, not re
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +43,7 @@ import warnings
 from pathlib import Path
 
 import bench_env  # noqa: E402  (bench/ is the script's directory)
+import kda_runs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "python"))
@@ -66,24 +64,14 @@ SHAPES = {
 }
 COMMON = dict(vocab_size=128256, conv_size=4, norm_eps=1e-6, bos_token_id=128000, eos_token_id=128001,
               max_position_embeddings=2048)
-STATS = re.compile(r"\[prompt (\d+)\] (\d+) prompt tokens, prefill ([\d.]+) ms .*first token after ([\d.]+) ms, "
-                   r"(\d+) new tokens, ([\d.]+) tokens/s")
 
 
 def kda_bin() -> str:
-    exe = Path(os.environ.get("KDA_BIN", ROOT / "kda"))
-    if not exe.is_file():
-        sys.exit(f"gpu_gen_eval_bench: {exe} not found: `make` (or `make cuda-device-bins` and "
-                 f"KDA_BIN=build/cuda-device/kda)")
-    return str(exe.resolve())
+    return kda_runs.kda_bin("gpu_gen_eval_bench", "`make` (or `make cuda-device-bins` and KDA_BIN=build/cuda-device/kda)")
 
 
 def run(cmd: list, what: str, env=None) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT, env=env)
-    if r.returncode != 0:
-        sys.exit(f"gpu_gen_eval_bench: {what} failed ({r.returncode}):\n  {' '.join(map(str, cmd))}\n"
-                 f"{r.stdout[-3000:]}{r.stderr[-3000:]}")
-    return r
+    return kda_runs.run(cmd, what, "gpu_gen_eval_bench", env=env)
 
 
 def sync(device: str) -> None:
@@ -142,52 +130,17 @@ def load_hf(fla: Path, device: str):
 
 # ---- generation -----------------------------------------------------------------------------------------
 
-def best(runs: list[dict]) -> dict:
-    out = dict(runs[0])
-    out["ttft_ms"] = min(r["ttft_ms"] for r in runs)
-    out["tok_s"] = max(r["tok_s"] for r in runs)
-    out["ids_stable"] = all(r["ids"] == runs[0]["ids"] for r in runs)
-    return out
-
-
 def kda_generate(ck: Path, prompts: list[str], a) -> list[dict]:
     cmd = [kda_bin(), "generate", ck, "--device", a.device, "--max-new-tokens", a.new_tokens, "--print-ids",
            "--show-stats"]
     if a.device == "cpu":
         cmd += ["--set", f"num_threads={a.threads}"]
-    order = [prompts[0]] + prompts * a.repeat
-    for p in order:
-        cmd += ["--prompt", p]
-    r = run(cmd, "kda generate")
-    stats = [m for m in (STATS.search(l) for l in r.stderr.splitlines()) if m]
-    ids = [[int(t) for t in l.split()] for l in r.stdout.splitlines()]
-    if len(stats) != len(order) or len(ids) != len(order):
-        sys.exit(f"gpu_gen_eval_bench: unexpected kda generate output:\n{r.stdout}\n{r.stderr}")
-    runs = [{"prompt_tokens": int(m[2]), "ttft_ms": float(m[4]), "tok_s": float(m[6]), "ids": i}
-            for m, i in zip(stats[1:], ids[1:])]
-    return [best(runs[k::len(prompts)]) for k in range(len(prompts))]
-
-
-class Clock:
-    """A transformers streamer that notes when each new id arrives (generate moves it to the host)."""
-
-    def __init__(self):
-        self.times: list[float] = []
-        self.prompt_seen = False
-
-    def put(self, value):
-        if not self.prompt_seen:
-            self.prompt_seen = True
-            return
-        self.times.append(time.perf_counter())
-
-    def end(self):
-        pass
+    return kda_runs.kda_generate(cmd, prompts, a.repeat, "gpu_gen_eval_bench")
 
 
 def hf_generate(model, prompt_ids: list[list[int]], a) -> list[dict]:
     def one(ids):
-        clock = Clock()
+        clock = kda_runs.Clock()
         x = torch.tensor([ids], device=a.device)
         with torch.no_grad():
             sync(a.device)
@@ -201,7 +154,7 @@ def hf_generate(model, prompt_ids: list[list[int]], a) -> list[dict]:
     for ids in prompt_ids:  # warm-up: FLA's Triton kernels compile per shape class on first use
         one(ids)
     runs = [one(ids) for _ in range(a.repeat) for ids in prompt_ids]
-    return [best(runs[k::len(prompt_ids)]) for k in range(len(prompt_ids))]
+    return [kda_runs.best(runs[k::len(prompt_ids)]) for k in range(len(prompt_ids))]
 
 
 def common_prefix(x: list[int], y: list[int]) -> int:
@@ -228,24 +181,7 @@ def kda_eval(ck: Path, data: Path, a) -> dict:
            a.limit, "--batch-size", a.batch_size, "--output", out, "--log-samples", samples, "--no-progress"]
     if a.device == "cpu":
         cmd += ["--set", f"num_threads={a.threads}"]
-    err, t_score, docs, reqs = [], None, 0, 0
-    t0 = time.perf_counter()
-    p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    for line in p.stderr:
-        err.append(line)
-        if t_score is None and " documents, " in line and " requests, " in line:
-            t_score = time.perf_counter()
-            head = line.split(": ", 1)[1].split(", ")
-            docs, reqs = int(head[1].split()[0]), int(head[2].split()[0])
-    rc = p.wait()
-    t_end = time.perf_counter()
-    if rc != 0 or t_score is None:
-        sys.exit(f"gpu_gen_eval_bench: kda eval failed ({rc}):\n  {' '.join(map(str, cmd))}\n{''.join(err)}")
-    by_task: dict = {}
-    for s in parity.jsonl(samples):
-        by_task.setdefault(s["task"], {})[s["doc_id"]] = s
-    return {"docs": docs, "reqs": reqs, "score_s": t_end - t_score, "run_s": t_end - t0,
-            "results": json.loads(out.read_text())["results"], "samples": by_task}
+    return kda_runs.kda_eval_timed(cmd, out, samples, "gpu_gen_eval_bench")
 
 
 def have_lm_eval() -> bool:
@@ -260,33 +196,14 @@ def have_lm_eval() -> bool:
 
 
 def lm_eval_score(fla: Path, a) -> dict:
-    import lm_eval
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
     _, tasks, _ = parity.build_tasks(Path(tempfile.mkdtemp(prefix="lm_eval_", dir=TMP)))  # fresh per pass
     t_load = time.perf_counter()
     lm = HFLM(pretrained=str(fla), dtype="bfloat16" if a.device == "cuda" else "float32", backend="causal",
               batch_size=a.batch_size, device=a.device)
     load_s = time.perf_counter() - t_load
-    clock = {"s": 0.0, "reqs": 0}
-    inner = type(lm)._loglikelihood_tokens
-
-    def timed(requests, *args, **kwargs):
-        sync(a.device)
-        t = time.perf_counter()
-        out = inner(lm, requests, *args, **kwargs)
-        sync(a.device)
-        clock["s"] += time.perf_counter() - t
-        clock["reqs"] += len(requests)
-        return out
-
-    lm._loglikelihood_tokens = timed
-    lm.loglikelihood = lambda requests, disable_tqdm=False: type(lm).loglikelihood(lm, requests, disable_tqdm=True)
-    t0 = time.perf_counter()
-    res = lm_eval.simple_evaluate(model=lm, tasks=[f"kda_{t}" for t in TASKS],
-                                  task_manager=TaskManager(include_path=str(tasks)), limit=a.limit, log_samples=True,
-                                  random_seed=0, numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0)
-    run_s = time.perf_counter() - t0
+    res, clock, run_s = kda_runs.lm_eval_timed(lm, [f"kda_{t}" for t in TASKS], tasks, a.limit,
+                                               sync=lambda: sync(a.device))
     samples = {t: {s["doc_id"]: s for s in res["samples"][f"kda_{t}"]} for t in TASKS}
     return {"what": "lm-eval hf", "docs": sum(len(v) for v in samples.values()), "reqs": clock["reqs"],
             "score_s": clock["s"], "run_s": run_s, "load_s": load_s, "samples": samples}
