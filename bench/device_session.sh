@@ -67,6 +67,7 @@
 #      (kda_base) and of this one with each row kernel, and the parity run with the default rows
 #      (the prep kernel's rsqrt and decays change the bits) and with the four-block rows;
 #   n22: ncu's full set on the fused core kernels (source-level stalls);
+#   fk23: FLA's chunk_kda per kernel (ncu) at 32 x 2048 beside ours (where FLA's forward gains);
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -285,6 +286,19 @@ n22) # where the finish, intra and D3 kernels stall now (their SASS changed in s
     ncu_core_source
     ncu_kda_kernels
     ncu_step_kernels 170 45 "ncu per-kernel table of a step"
+    ;;
+fk23) # FLA's chunk_kda kernel by kernel (ncu) at 32 x 2048 beside ours: FLA's forward is ~1.5x
+    # faster than ours at 64 x 2048 (1.49 vs 2.32 ms, sessions 13/21) while its backward is not;
+    # which of its kernels does what ours does in less time. Triton's cache returns in $OUT
+    fla_env
+    if command -v ncu >/dev/null; then
+        timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --csv --profile-from-start off \
+            --log-file "$OUTDIR/ncu_fla_kda.csv" python3 tests/cuda/fla_kda_compare.py profile 32 2>&1 | tail -2
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_fla_kda.csv" | head -30
+        lap "ncu FLA chunk_kda, one forward + backward"
+    fi
+    ncu_kda_kernels
+    triton_cache_save "$OUTDIR"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the

@@ -5,6 +5,8 @@
     fla_kda_compare.py bench B [B ...]          FLA chunk_kda timings at T=2048, H=8, K=32, V=64
     fla_kda_compare.py all BIN_DIR B [B ...]    both in one process (Triton compiles and
                                                 autotunes once: its keys are H, K, V, not B, T)
+    fla_kda_compare.py profile B                one forward + backward in the CUDA profiler's
+                                                range (ncu --profile-from-start off)
 
 check: random bf16 inputs with the model's distributions (kda-model.md §4) go to
 BIN_DIR/kda_core_io (our core, through files) and to fla.ops.kda.chunk_kda with the layer's
@@ -131,31 +133,52 @@ def check(bin_dir):
     return 0 if ok else 1
 
 
+def fla_step(B, gen):
+    """FLA's chunk_kda on fresh model-like inputs at B x 2048 (H 8, K 32, V 64): (fwd, fwd_bwd),
+    compiled and autotuned by two warm-up calls."""
+    from fla.ops.kda import chunk_kda
+    T, H, K, V = 2048, 8, 32, 64
+    x = make_inputs(B, T, H, K, V, gen)
+    t = {k: v.clone().requires_grad_(k != "do") for k, v in x.items()}
+    A = t["A_log"].float().detach().requires_grad_()
+    dtb = t["dt_bias"].float().detach().requires_grad_()
+
+    def fwd():
+        return chunk_kda(q=t["q"], k=t["k"], v=t["v"], g=t["f"], beta=t["b"], scale=K ** -0.5, A_log=A,
+                         dt_bias=dtb, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                         use_beta_sigmoid_in_kernel=True, state_v_first=True)[0]
+
+    def fwd_bwd():
+        fwd().backward(t["do"])
+
+    fwd_bwd(), fwd_bwd()  # compile + autotune
+    torch.cuda.synchronize()
+    return fwd, fwd_bwd
+
+
 def bench(batches):
     from triton.testing import do_bench
-    from fla.ops.kda import chunk_kda
     gen = torch.Generator(device=DEV)
     gen.manual_seed(1234)
-    T, H, K, V = 2048, 8, 32, 64
     for B in batches:
-        x = make_inputs(B, T, H, K, V, gen)
-        t = {k: v.clone().requires_grad_(k != "do") for k, v in x.items()}
-        A = t["A_log"].float().detach().requires_grad_()
-        dtb = t["dt_bias"].float().detach().requires_grad_()
-
-        def fwd():
-            return chunk_kda(q=t["q"], k=t["k"], v=t["v"], g=t["f"], beta=t["b"], scale=K ** -0.5, A_log=A,
-                             dt_bias=dtb, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-                             use_beta_sigmoid_in_kernel=True, state_v_first=True)[0]
-
-        def fwd_bwd():
-            fwd().backward(t["do"])
-
-        fwd_bwd(), fwd_bwd()  # compile + autotune
-        torch.cuda.synchronize()
+        fwd, fwd_bwd = fla_step(B, gen)
         tf = do_bench(fwd, warmup=100, rep=500, return_mode="median")
         tb = do_bench(fwd_bwd, warmup=100, rep=500, return_mode="median")
-        print(f"FLA   chunk_kda  B={B} T={T} H={H} K={K} V={V}: fwd {tf:.3f} ms  fwd+bwd {tb:.3f} ms", flush=True)
+        print(f"FLA   chunk_kda  B={B} T=2048 H=8 K=32 V=64: fwd {tf:.3f} ms  fwd+bwd {tb:.3f} ms", flush=True)
+    return 0
+
+
+def profile(B):
+    """One forward + backward inside the CUDA profiler's range (for `ncu --profile-from-start off`:
+    FLA's kernels one by one, its compile and autotune left out)."""
+    gen = torch.Generator(device=DEV)
+    gen.manual_seed(1234)
+    _, fwd_bwd = fla_step(B, gen)
+    torch.cuda.profiler.start()
+    fwd_bwd()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print(f"FLA   chunk_kda  B={B}: one forward + backward, profiled", flush=True)
     return 0
 
 
@@ -167,5 +190,7 @@ if __name__ == "__main__":
         sys.exit(bench([int(b) for b in sys.argv[3:]]) or rc)
     if len(sys.argv) >= 3 and sys.argv[1] == "bench":
         sys.exit(bench([int(b) for b in sys.argv[2:]]))
+    if len(sys.argv) == 3 and sys.argv[1] == "profile":
+        sys.exit(profile(int(sys.argv[2])))
     print(__doc__)
     sys.exit(2)
