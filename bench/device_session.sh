@@ -117,7 +117,7 @@ bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ..
 }
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     fla_wheels_install
-    export TRITON_CACHE_DIR=/tmp/triton_cache PYTHONUNBUFFERED=1
+    export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 PYTHONUNBUFFERED=1
     triton_cache_restore $N
 }
 parity_recorded() { # timeout (s), lines of its log shown[, spread]: the 150-step parity run of $N/kda
@@ -290,15 +290,15 @@ n22) # where the finish, intra and D3 kernels stall now (their SASS changed in s
 fk23) # FLA's chunk_kda kernel by kernel (ncu) at 32 x 2048 beside ours: FLA's forward is ~1.5x
     # faster than ours at 64 x 2048 (1.49 vs 2.32 ms, sessions 13/21) while its backward is not;
     # which of its kernels does what ours does in less time. Triton's cache returns in $OUT
+    ncu_kda_kernels
     fla_env
     if command -v ncu >/dev/null; then
-        timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --csv --profile-from-start off \
+        timeout 420 ncu --clock-control none --metrics gpu__time_duration.sum --csv --profile-from-start off \
             --log-file "$OUTDIR/ncu_fla_kda.csv" python3 tests/cuda/fla_kda_compare.py profile 32 2>&1 | tail -2
-        python3 bench/ncu_summary.py "$OUTDIR/ncu_fla_kda.csv" | head -30
+        triton_cache_save "$OUTDIR"
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_fla_kda.csv" | head -32
         lap "ncu FLA chunk_kda, one forward + backward"
     fi
-    ncu_kda_kernels
-    triton_cache_save "$OUTDIR"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the

@@ -65,8 +65,9 @@ trap 'fail "interrupted"' INT TERM
 # .venv still present until the rename, say so before a long download rather than after it.
 need_gb=12
 free_gb() { df -P -k "$1" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }'; }
+rm -rf "$TMP" # a killed build's leftover is not counted as used
 for dir in "$ROOT" "${TMPDIR:-/tmp}"; do
-  have=$(free_gb "$dir")
+  have=$(free_gb "$dir" || true) # no figure (a TMPDIR that does not exist): no check
   if [ -n "$have" ] && [ "$have" -lt $need_gb ]; then
     fail "only $have GB free on the disk of $dir; building $VENV needs ~$need_gb GB (wheels unpacked under TMPDIR, ~6.2 GB installed): free some space or point TMPDIR at a larger disk"
   fi

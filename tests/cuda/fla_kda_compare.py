@@ -134,8 +134,10 @@ def check(bin_dir):
 
 
 def fla_step(B, gen):
-    """FLA's chunk_kda on fresh model-like inputs at B x 2048 (H 8, K 32, V 64): (fwd, fwd_bwd),
-    compiled and autotuned by two warm-up calls."""
+    """FLA's chunk_kda on fresh model-like inputs at B x 2048 (H 8, K 32, V 64): (fwd, fwd_bwd,
+    leaves), compiled and autotuned by two warm-up calls. The leaves' .grad are set to None before
+    each timed call (do_bench's grad_to_none), so that the backward does not also add into the
+    previous call's gradients: in a training step q, k, v, ... are activations, not leaves."""
     from fla.ops.kda import chunk_kda
     T, H, K, V = 2048, 8, 32, 64
     x = make_inputs(B, T, H, K, V, gen)
@@ -153,7 +155,8 @@ def fla_step(B, gen):
 
     fwd_bwd(), fwd_bwd()  # compile + autotune
     torch.cuda.synchronize()
-    return fwd, fwd_bwd
+    leaves = [v for k, v in t.items() if k != "do"] + [A, dtb]
+    return fwd, fwd_bwd, leaves
 
 
 def bench(batches):
@@ -161,9 +164,9 @@ def bench(batches):
     gen = torch.Generator(device=DEV)
     gen.manual_seed(1234)
     for B in batches:
-        fwd, fwd_bwd = fla_step(B, gen)
+        fwd, fwd_bwd, leaves = fla_step(B, gen)
         tf = do_bench(fwd, warmup=100, rep=500, return_mode="median")
-        tb = do_bench(fwd_bwd, warmup=100, rep=500, return_mode="median")
+        tb = do_bench(fwd_bwd, warmup=100, rep=500, return_mode="median", grad_to_none=leaves)
         print(f"FLA   chunk_kda  B={B} T=2048 H=8 K=32 V=64: fwd {tf:.3f} ms  fwd+bwd {tb:.3f} ms", flush=True)
     return 0
 
@@ -173,7 +176,9 @@ def profile(B):
     FLA's kernels one by one, its compile and autotune left out)."""
     gen = torch.Generator(device=DEV)
     gen.manual_seed(1234)
-    _, fwd_bwd = fla_step(B, gen)
+    _, fwd_bwd, leaves = fla_step(B, gen)
+    for x in leaves:
+        x.grad = None
     torch.cuda.profiler.start()
     fwd_bwd()
     torch.cuda.synchronize()
