@@ -65,7 +65,7 @@ trap 'fail "interrupted"' INT TERM
 # .venv still present until the rename, say so before a long download rather than after it.
 need_gb=12
 free_gb() { df -P -k "$1" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }'; }
-rm -rf "$TMP" # a killed build's leftover is not counted as used
+rm -rf "$TMP" # a killed build's leftover: gone before the space is counted and the build starts
 for dir in "$ROOT" "${TMPDIR:-/tmp}"; do
   have=$(free_gb "$dir" || true) # no figure (a TMPDIR that does not exist): no check
   if [ -n "$have" ] && [ "$have" -lt $need_gb ]; then
@@ -75,7 +75,6 @@ done
 
 start=$(date +%s)
 if [ -d "$VENV" ]; then say "$VENV is out of date (requirements or Python changed): rebuilding"; fi
-rm -rf "$TMP"
 say "creating a Python $pyver virtual environment in $TMP"
 "$PY" -m venv --prompt .venv "$TMP" ||
   fail "'$PY -m venv' failed: on Debian install python3-venv (apt-get install python3-venv)"
