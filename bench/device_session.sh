@@ -281,6 +281,24 @@ p22) # session 22's record: KDA_CE_CLUSTER=4 and KDA_CONV_RF=8 were A/Bs of next
     KDA_CE_CLUSTER=4 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
     ;;
+q22) # session 22: the prep's v loads issued with q, k, f; B7's and the l2norm backward's rows 4 at
+    # a time (all the same bits: kda_base and bench_kda_base are main f507ab5 here); then n22
+    tests_on $N kda,step 120 device_log_native.txt "native device tests (core, step)"
+    echo "== same_bits.sh: main's kda (kda_base) against this build (K 32, V 64; then unfused D3)"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -3
+    KDA_CORE_UNFUSED=1 timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
+    lap "tests, same bits"
+    core_vs_base
+    for k in bench_kda_base bench_kda_cuda; do # per kernel: prep, D3, finish before and after
+        echo "== ncu, $k"
+        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            --log-file "$OUTDIR/ncu_kda_$k.csv" $N/$k 32 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda_$k.csv" --steps 2 | head -14
+    done
+    lap "ncu KDA kernels, main and this"
+    step_vs_base
+    ncu_core_source
+    ;;
 n22) # where the finish, intra and D3 kernels stall now (their SASS changed in session 21); the
     # core's and the step's per-kernel tables on this card
     ncu_core_source

@@ -48,7 +48,9 @@ size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
     return s.R == 0 ? 0 : bwd_layout(s, d->lean, NULL, &w, &sv);
 }
 
-enum { RW = 2 }; // rows a warp takes at once in the row loops (B7, the l2norm backward)
+// Rows a warp takes at once in the row loops (B7, the l2norm backward): 4 (2 before session 22);
+// all 8 of a warp's rows at C = 64 spill the finish kernel's 80 registers.
+enum { RW = 4 };
 
 // B7 (value side) for a chunk's rows: dv = β·dBV (bf16), dbv = Σ_v dBV·v (fp32, dβ's value term),
 // dBV row r (chunk-local) at g + r·g_rs: in shared memory (the fused D3) or global (the chunk-GEMM
@@ -546,8 +548,8 @@ __global__ void __launch_bounds__(256, 3)
         float be = m.betas[tid];
         db[kda_b_at(s, kda_row(s, b, c, h, tid))] = f2bf(m.dbeta[tid] * be * (1.0f - be));
     }
-    // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector; rows RW at a time
-    // as in B7 (the same bits as one at a time)
+    // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector; a warp's rows
+    // RW at a time as in B7, their loads issued together (the same bits as one at a time)
     for (int r0 = warp; r0 < n; r0 += 8 * RW) {
         size_t row[RW];
         float dotq[RW], dotk[RW], rq[RW], rk[RW];
