@@ -297,7 +297,7 @@ q22) # session 22: the prep's v loads issued with q, k, f; B7's and the l2norm b
     done
     lap "ncu KDA kernels, main and this"
     step_vs_base
-    ncu_core_source
+    [ -n "$Q22_SLIM" ] || ncu_core_source # Q22_SLIM=1: without the ~150 s profile
     ;;
 n22) # where the finish, intra and D3 kernels stall now (their SASS changed in session 21); the
     # core's and the step's per-kernel tables on this card
