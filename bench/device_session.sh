@@ -281,6 +281,19 @@ p22) # session 22's record: KDA_CE_CLUSTER=4 and KDA_CONV_RF=8 were A/Bs of next
     KDA_CE_CLUSTER=4 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
     ;;
+p23) # next-s23 (session 22's series, not run on a GPU before): q22's checks of its same-bits patch
+    # (kda_base / bench_kda_base: main's build), then the cross-entropy A/B KDA_CE_EXP_ONCE=1
+    Q22_SLIM=1 bash "$0" q22 2>&1 | grep -v "^device_session q22"
+    echo "== test_cuda_ops (the CE rows' A/B inside) and bench_ops_cuda's CE rows"
+    timeout 90 $N/test_cuda_ops 2>&1 | grep -E "FAIL|EXP_ONCE|passed|failed" | tail -8
+    timeout 60 $N/bench_ops_cuda | grep -E "copy|lm_head_ce"
+    for run in 0 1 0 1; do
+        KDA_CE_EXP_ONCE=$run bench300 $N "300M 32x2048, selective, KDA_CE_EXP_ONCE=$run" ""
+    done
+    lap "CE A/B in the step"
+    KDA_CE_EXP_ONCE=1 parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run, KDA_CE_EXP_ONCE=1"
+    ;;
 q22) # session 22: the prep's v loads issued with q, k, f; B7's and the l2norm backward's rows 4 at
     # a time (all the same bits: kda_base and bench_kda_base are main f507ab5 here); then n22
     tests_on $N kda,step 120 device_log_native.txt "native device tests (core, step)"

@@ -266,6 +266,9 @@ int main(int argc, char **argv) {
     setenv("KDA_CE_CLUSTER", "0", 1); // the on-chip row kernel, one block a row, for comparison
     bench("lm_head_ce train, one block a row", f_ce, lg * 3, 0);
     unsetenv("KDA_CE_CLUSTER");
+    setenv("KDA_CE_EXP_ONCE", "1", 1); // the A/B: one exponential a logit
+    bench("lm_head_ce train, KDA_CE_EXP_ONCE=1", f_ce, lg * 3, 0);
+    unsetenv("KDA_CE_EXP_ONCE");
     bench("lm_head_ce forward (1 GEMM + CE rows)", f_ce_fwd, lg * 1, 0);
     CU->free(hid_), CU->free(E_), CU->free(ce_dx_), CU->free(dE_), CU->free(tg_);
     free(tg), free(segs);

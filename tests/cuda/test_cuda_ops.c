@@ -159,11 +159,14 @@ static void test_lm_head(int N, int d, int NV) {
     { // the row kernels: the default (on Hopper a cluster of two blocks a row), the on-chip one
         // (KDA_CE_CLUSTER=0) and the two-pass one (KDA_CE_TWO_PASS=1). The last two sum in the same
         // order: the same bits; the default again: its own bits (deterministic); the default
-        // against the on-chip kernel: within rounding (another order of summation)
-        const char *var[3] = {NULL, "KDA_CE_CLUSTER", "KDA_CE_TWO_PASS"}, *val[3] = {NULL, "0", "1"};
-        double lk[3];
-        float *dxk[3], *dEk[3];
-        for (int k = 0; k < 3; k++) {
+        // against the on-chip kernel: within rounding (another order of summation); the A/B
+        // KDA_CE_EXP_ONCE=1 (one exponential a logit, p kept as fp16) twice: its own bits, and
+        // within rounding of the on-chip kernel
+        const char *var[5] = {NULL, "KDA_CE_CLUSTER", "KDA_CE_TWO_PASS", "KDA_CE_EXP_ONCE", "KDA_CE_EXP_ONCE"};
+        const char *val[5] = {NULL, "0", "1", "1", "1"};
+        double lk[5];
+        float *dxk[5], *dEk[5];
+        for (int k = 0; k < 5; k++) {
             float *dEb_ = d_f32(dE0, (size_t)NV * d);
             void *dxb_ = d_bf_nan((size_t)N * d);
             if (var[k]) setenv(var[k], val[k], 1);
@@ -182,7 +185,14 @@ static void test_lm_head(int N, int d, int NV) {
         T_REL("  default vs on-chip row kernel: loss", fabs(lk[0] - lk[1]) / fabs(lk[1]), 1e-6);
         CHECK_REL("  default vs on-chip row kernel: dx", dxk[0], dxk[1], (size_t)N * d, 2e-3);
         CHECK_REL("  default vs on-chip row kernel: dE", dEk[0], dEk[1], (size_t)NV * d, 2e-3);
-        for (int k = 0; k < 3; k++) free(dxk[k]), free(dEk[k]);
+        T_CHECK(lk[3] == lk[4] && !memcmp(dxk[3], dxk[4], (size_t)N * d * 4) &&
+                    !memcmp(dEk[3], dEk[4], (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: KDA_CE_EXP_ONCE=1 twice: the same loss, dx and dE bits", N, NV);
+        T_REL("  KDA_CE_EXP_ONCE=1 vs on-chip row kernel: loss", fabs(lk[3] - lk[1]) / fabs(lk[1]), 1e-6);
+        CHECK_REL("  KDA_CE_EXP_ONCE=1 vs on-chip row kernel: dx", dxk[3], dxk[1], (size_t)N * d, 2e-3);
+        CHECK_REL("  KDA_CE_EXP_ONCE=1 vs on-chip row kernel: dE", dEk[3], dEk[1], (size_t)NV * d, 2e-3);
+        CHECK_REL("  KDA_CE_EXP_ONCE=1 vs the CPU: dx", dxk[3], dx_ref, (size_t)N * d, 1e-2);
+        for (int k = 0; k < 5; k++) free(dxk[k]), free(dEk[k]);
     }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
