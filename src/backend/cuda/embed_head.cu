@@ -372,15 +372,16 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
 #pragma unroll
         for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
             if (g0 + t + j * CEC_THREADS < g1) ce_max8(m, keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t]);
-        if (m != -INFINITY) { // a thread without groups keeps (−inf, 0), which the merge skips
+        // m = −inf (no groups, or logits all −inf): p = e^{x − 0} = 0 stored, (−inf, 0) skipped by
+        // the merge, and c = 0 below, as the two-exponential kernel gives
+        float mr = m == -INFINITY ? 0.0f : m;
 #pragma unroll
-            for (int j = 0; j < CEC_KEEP_REG; j++)
-                if (g0 + t + j * CEC_THREADS < g1) r[j] = ce_exp8(m, s, r[j]);
+        for (int j = 0; j < CEC_KEEP_REG; j++)
+            if (g0 + t + j * CEC_THREADS < g1) r[j] = ce_exp8(mr, s, r[j]);
 #pragma unroll
-            for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++) {
-                uint4 &u = keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t];
-                if (g0 + t + j * CEC_THREADS < g1) u = ce_exp8(m, s, u);
-            }
+        for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++) {
+            uint4 &u = keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t];
+            if (g0 + t + j * CEC_THREADS < g1) u = ce_exp8(mr, s, u);
         }
     } else {
 #pragma unroll
