@@ -281,10 +281,10 @@ p22) # session 22's record: KDA_CE_CLUSTER=4 and KDA_CONV_RF=8 were A/Bs of next
     KDA_CE_CLUSTER=4 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_CLUSTER=4"
     ;;
-p23) # next-s23 (session 22's series, not run on a GPU before): q22's checks of its same-bits patch
-    # (kda_base / bench_kda_base: main's build), then the cross-entropy A/B KDA_CE_EXP_ONCE=1
+p23) # next-s23 (sessions 22-23, not run on a GPU before): q22's checks of its same-bits patch
+    # (kda_base / bench_kda_base: main's build), the cross-entropy A/B KDA_CE_EXP_ONCE=1, the conv A/B KDA_CONV_STREAM=1
     Q22_SLIM=1 bash "$0" q22 2>&1 | grep -v "^device_session q22"
-    echo "== test_cuda_ops (the CE rows' A/B inside; its log: test_cuda_ops.txt)"
+    echo "== test_cuda_ops (the CE and conv A/Bs inside; its log: test_cuda_ops.txt)"
     timeout 90 $N/test_cuda_ops > "$OUTDIR/test_cuda_ops.txt" 2>&1
     grep -E "FAIL|passed|failed" "$OUTDIR/test_cuda_ops.txt" | tail -8
     echo "   EXP_ONCE checks passed: $(grep -c "ok .*EXP_ONCE" "$OUTDIR/test_cuda_ops.txt")"
@@ -293,6 +293,17 @@ p23) # next-s23 (session 22's series, not run on a GPU before): q22's checks of 
         KDA_CE_EXP_ONCE=$run bench300 $N "300M 32x2048, selective, KDA_CE_EXP_ONCE=$run" ""
     done
     lap "CE A/B in the step"
+    # the conv stream kernels' A/B (KDA_CONV_STREAM=1; meant to keep every bit): test_cuda_ops above
+    # compared them with the default kernels; the whole step's bits, the conv rows, the step
+    printf '#!/bin/sh\nKDA_CONV_STREAM=1 exec %s "$@"\n' "$PWD/$N/kda" > /tmp/kda_conv_stream
+    chmod +x /tmp/kda_conv_stream
+    echo "   conv stream checks passed: $(grep -c "ok .*conv stream" "$OUTDIR/test_cuda_ops.txt") (of 21)"
+    timeout 60 bash tests/cuda/same_bits.sh $N/kda /tmp/kda_conv_stream 2>&1 | tail -3
+    KDA_BENCH_ONLY=conv_silu timeout 60 $N/bench_ops_cuda 2>&1 | grep -E "^(copy|conv_silu)"
+    for run in 1 0; do
+        KDA_CONV_STREAM=$run bench300 $N "300M 32x2048, selective, KDA_CONV_STREAM=$run" ""
+    done
+    lap "conv stream A/B"
     KDA_CE_EXP_ONCE=1 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_EXP_ONCE=1"
     ;;

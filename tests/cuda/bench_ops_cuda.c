@@ -8,6 +8,7 @@
 // ~2.6e13 flop); its bytes are the bf16 logits' 2 reads + 1 write of the cross-entropy rows.
 // A table last (one line per op: name, ms, GB/s, % of copy, calls per step, ms per step).
 //   bench_ops_cuda [tokens]     (default 65536; a multiple of 2048)
+//   KDA_BENCH_ONLY=text         only the rows whose name holds text (the copy row always)
 #include "cuda/cuda_test_util.h"
 #include "conv_one.h"
 
@@ -110,11 +111,18 @@ typedef struct {
     const char *name;
     double ms, gb, per_step; // gb: bytes counted, GB; per_step: calls in one 300M step (fwd + bwd)
 } row;
-static row rows[32];
+static row rows[48];
 static int nrows;
 static double copy_gbs;
 
+// KDA_BENCH_ONLY=text: only the rows whose name holds text (and the copy, the reference)
 static void bench(const char *name, bench_fn f, double bytes, double per_step) {
+    const char *only = getenv("KDA_BENCH_ONLY");
+    if (only && *only && !strstr(name, only) && strncmp(name, "copy", 4)) return;
+    if (nrows == (int)(sizeof rows / sizeof rows[0])) {
+        fprintf(stderr, "bench_ops_cuda: more than %d rows: make rows[] larger\n", nrows);
+        exit(1);
+    }
     double ms = time_ms(f, NULL);
     row *r = &rows[nrows++];
     r->name = name, r->ms = ms, r->gb = bytes / 1e9, r->per_step = per_step;
@@ -218,8 +226,14 @@ int main(int argc, char **argv) {
             qkv_[i] = (kda_conv_group){col, Cs[i], w, CU->alloc((size_t)N * Cs[i] * 2),
                                        d_rand_bf((size_t)N * Cs[i], 1), dw};
         }
-        bench("conv_silu_fwd q,k,v one call [65536x1024]", f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, 12);
-        bench("conv_silu_bwd q,k,v one call", f_conv_qkv_bwd, n * bf * 3 + 3.0 * Ct * W * f4, 12);
+        for (int v = 0; v < 2; v++) { // the default kernels, then the stream A/B (KDA_CONV_STREAM=1)
+            if (v) setenv("KDA_CONV_STREAM", "1", 1);
+            bench(v ? "conv_silu_fwd q,k,v, stream A/B" : "conv_silu_fwd q,k,v one call [65536x1024]",
+                  f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, v ? 0 : 12); // the A/B rows: not in the step's total
+            bench(v ? "conv_silu_bwd q,k,v, stream A/B" : "conv_silu_bwd q,k,v one call", f_conv_qkv_bwd,
+                  n * bf * 3 + 3.0 * Ct * W * f4, v ? 0 : 12);
+        }
+        unsetenv("KDA_CONV_STREAM");
         for (int i = 0; i < 3; i++)
             CU->free((void *)qkv_[i].w), CU->free(qkv_[i].y), CU->free((void *)qkv_[i].dy), CU->free(qkv_[i].dw);
         CU->free(cx_), CU->free(cdx_);

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_info.h"
 #include "cuda/cuda_test_util.h"
 #include "conv_one.h"
 #include "gu_pack.h"
@@ -348,6 +349,66 @@ static void test_conv(int B, int T, int C, int W, int ld) {
     free(dx), free(dw);
 }
 
+// The stream kernels (KDA_CONV_STREAM=1, an A/B) against the default ones: three groups at
+// columns c[0..2] of pitch ld, forward y and backward dx (the whole [B·T, ld] buffer, NaN-poisoned:
+// the same columns written) and dw (+= onto the same start): the same bits; and their launches
+// counted (so the A/B took effect where its conditions hold: W = 4, 16-byte forward rows).
+static void test_conv_stream(int B, int T, const int C[3], int ld, int want_fwd, int want_bwd) {
+    enum { W = 4 };
+    int col[3] = {0, C[0], C[0] + C[1]}, same = 1;
+    size_t nw = (size_t)B * T * ld;
+    float *xw = h_randn_bf(nw, 1.0);
+    void *x_ = d_bf(xw, nw), *dx_[2], *y_[2][3], *dy_[3], *w_[3];
+    float *dw_[2][3];
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)B * T * C[i];
+        float *w = h_randn((size_t)C[i] * W, 0.5), *dy = h_randn_bf(n, 1.0), *dw0 = h_randn((size_t)C[i] * W, 1.0);
+        w_[i] = d_f32(w, (size_t)C[i] * W), dy_[i] = d_bf(dy, n);
+        for (int v = 0; v < 2; v++) y_[v][i] = d_bf_nan(n), dw_[v][i] = d_f32(dw0, (size_t)C[i] * W);
+        free(w), free(dy), free(dw0);
+    }
+    char *was = getenv("KDA_CONV_STREAM"); // restored below (a run may set it for every conv test)
+    was = was ? strdup(was) : NULL;
+    unsetenv("KDA_CONV_STREAM");
+    unsigned long l0 = kda_cuda_conv_stream_launches(), l1 = l0;
+    for (int v = 0; v < 2; v++) { // v = 0: the default kernels; 1: KDA_CONV_STREAM=1
+        kda_conv_group g[3];
+        for (int i = 0; i < 3; i++) g[i] = (kda_conv_group){col[i], C[i], w_[i], y_[v][i], dy_[i], dw_[v][i]};
+        dx_[v] = d_bf_nan(nw);
+        if (v) setenv("KDA_CONV_STREAM", "1", 1);
+        CU->conv_silu_fwd(x_, ld, g, 3, B, T, W);
+        unsigned long lf = kda_cuda_conv_stream_launches();
+        CU->conv_silu_bwd(x_, ld, dx_[v], g, 3, B, T, W);
+        if (v) {
+            unsetenv("KDA_CONV_STREAM");
+            T_CHECK((int)(lf - l1) == want_fwd && (int)(kda_cuda_conv_stream_launches() - lf) == want_bwd,
+                    "conv stream B=%d T=%d C=%d,%d,%d ld=%d: stream launches fwd %lu bwd %lu (want %d %d)", B, T, C[0],
+                    C[1], C[2], ld, lf - l1, kda_cuda_conv_stream_launches() - lf, want_fwd, want_bwd);
+        } else {
+            l1 = kda_cuda_conv_stream_launches();
+            T_CHECK(l1 == l0, "conv stream: none without KDA_CONV_STREAM");
+        }
+    }
+    float *dxa = h_of_bf(dx_[0], nw), *dxb = h_of_bf(dx_[1], nw);
+    same &= !memcmp(dxa, dxb, nw * 4); // NaN where unwritten: memcmp compares their bits too
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)B * T * C[i], nwc = (size_t)C[i] * W;
+        float *ya = h_of_bf(y_[0][i], n), *yb = h_of_bf(y_[1][i], n);
+        float *dwa = h_of_f32(dw_[0][i], nwc), *dwb = h_of_f32(dw_[1][i], nwc);
+        int written = 1;
+        for (size_t e = 0; e < n; e++) written &= !isnan(yb[e]);
+        same &= written && !memcmp(ya, yb, n * 4) && !memcmp(dwa, dwb, nwc * 4);
+        free(ya), free(yb), free(dwa), free(dwb);
+        for (int v = 0; v < 2; v++) CU->free(y_[v][i]), CU->free(dw_[v][i]);
+        CU->free(w_[i]), CU->free(dy_[i]);
+    }
+    T_CHECK(same, "conv stream B=%d T=%d C=%d,%d,%d ld=%d: y, dx, dw with the default kernels' bits", B, T, C[0], C[1],
+            C[2], ld);
+    if (was) setenv("KDA_CONV_STREAM", was, 1), free(was);
+    CU->free(x_), CU->free(dx_[0]), CU->free(dx_[1]);
+    free(xw), free(dxa), free(dxb);
+}
+
 // Three channel groups in one call (the model's q, k, v: columns c[0..2] of an input of pitch ld,
 // widths C[0..2]) against one call a group: the same bits (forward y, backward dx and dw), and
 // nothing written outside the groups' columns of dx.
@@ -659,6 +720,15 @@ int main(int argc, char **argv) {
     test_conv_groups(2, 37, (const int[]){24, 40, 16}, 4, 88);       // 16-byte forward, pair backward
     test_conv_groups(1, 50, (const int[]){6, 10, 4}, 4, 26);         // element forward, pair backward
     test_conv_groups(1, 40, (const int[]){16, 8, 24}, 3, 48);        // the general window, 16-byte forward
+    // KDA_CONV_STREAM=1 against the default kernels (bits): whole and partial 64-step blocks,
+    // T < 64, one step; the 300M columns; C % 8 != 0 (element forward, stream backward); odd C
+    test_conv_stream(2, 200, (const int[]){256, 256, 512}, 1160, 1, 1);
+    test_conv_stream(3, 64, (const int[]){64, 64, 128}, 264, 1, 1);
+    test_conv_stream(2, 37, (const int[]){24, 40, 16}, 88, 1, 1);
+    test_conv_stream(2, 1, (const int[]){8, 16, 8}, 40, 1, 1);
+    test_conv_stream(1, 65, (const int[]){8, 8, 16}, 32, 1, 1);
+    test_conv_stream(2, 130, (const int[]){12, 20, 8}, 44, 0, 1);
+    test_conv_stream(1, 70, (const int[]){6, 10, 4}, 26, 0, 0);
     test_swiglu(97, 1032);          // the 16-byte path, and the element-by-element one on the same data
     test_swiglu(61, 37);            // F % 8 != 0: element by element only
     test_optimizer(1000003);
