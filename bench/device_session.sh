@@ -68,6 +68,7 @@
 #      (the prep kernel's rsqrt and decays change the bits) and with the four-block rows;
 #   n22: ncu's full set on the fused core kernels (source-level stalls);
 #   fk23: FLA's chunk_kda per kernel (ncu) at 32 x 2048 beside ours (where FLA's forward gains);
+#   p23 / p24: the pending series next-s23 / next-s24 (bench/pending/README.md);
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -306,6 +307,13 @@ p23) # next-s23 (sessions 22-23, not run on a GPU before): q22's checks of its s
     lap "conv stream A/B"
     KDA_CE_EXP_ONCE=1 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_EXP_ONCE=1"
+    ;;
+p24) # next-s24 (session 23, after next-s23): decay_exp by ex2.approx.ftz, the same bits but for
+    # decays below 2^-126: q22's checks with kda_base / bench_kda_base = next-s23's build, then the
+    # parity run (in case same_bits.sh shows a subnormal decay's difference)
+    Q22_SLIM=1 bash "$0" q22 2>&1 | grep -v "^device_session q22"
+    parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run"
     ;;
 q22) # session 22: the prep's v loads issued with q, k, f; B7's and the l2norm backward's rows 4 at
     # a time (all the same bits: kda_base and bench_kda_base are main f507ab5 here); then n22
