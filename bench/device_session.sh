@@ -308,6 +308,58 @@ p23) # next-s23 (sessions 22-23, not run on a GPU before): q22's checks of its s
     KDA_CE_EXP_ONCE=1 parity_recorded 150 4
     lap "loss parity vs the recorded FLA run, KDA_CE_EXP_ONCE=1"
     ;;
+p25) # session 24's one call for next-s23, next-s24, next-s25 and next-s26 together (machines were
+    # scarce: one start for all). This build: next/s26 (all four series); kda_base / bench_kda_base:
+    # main; kda_s23: next/s23's kda. Order: tests, the bit comparisons, the core and the step A/Bs,
+    # the conv rows, ncu per kernel, the parity run with the cross-entropy A/B (which changes bits)
+    KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
+        "native device tests (ops, core, step, decode, memcheck, racecheck)"
+    L_=$OUTDIR/device_log_native.txt
+    echo "   EXP_ONCE checks passed: $(grep -c "ok .*EXP_ONCE" $L_); conv stream checks passed: $(grep -c "ok .*conv stream" $L_) (of 21); prep grid checks passed: $(grep -c "ok .*prep on" $L_) (of 16)"
+    grep -E "FAIL" $L_ | head -5
+    echo "== same_bits.sh: main (kda_base) against next/s23 (kda_s23): the prep's v loads, the row loops"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda_s23 2>&1 | tail -1
+    echo "== same_bits.sh: next/s23 (kda_s23) against this build: ex2 decays, the persistent prep, the chunk GEMM"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_s23 $N/kda 2>&1 | tail -1
+    printf '#!/bin/sh\nKDA_CONV_STREAM=1 exec %s "$@"\n' "$PWD/$N/kda" > /tmp/kda_conv_stream
+    chmod +x /tmp/kda_conv_stream
+    echo "== same_bits.sh: this build against itself with KDA_CONV_STREAM=1"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda /tmp/kda_conv_stream 2>&1 | tail -1
+    lap "tests, same bits"
+    SLIM_=${P25_SLIM:-} # P25_SLIM=1 (little device time left): one round of each A/B, no conv rows, no ncu
+    if [ -n "$SLIM_" ]; then
+        for k in bench_kda_base bench_kda_cuda; do echo "== KDA core, $k"; timeout 60 $N/$k 16 32 64 | grep "^ours"; done
+    else
+        core_vs_base
+    fi
+    for run in base 0 1 ${SLIM_:+x} base 0 1; do # the step: main, this build, this build with KDA_CE_EXP_ONCE=1
+        [ "$run" = x ] && break
+        if [ $run = base ]; then
+            bench300 $N/kda_base "300M 32x2048, selective, main's kda (kda_base)" ""
+        else
+            KDA_CE_EXP_ONCE=$run bench300 $N "300M 32x2048, selective, this build, KDA_CE_EXP_ONCE=$run" ""
+        fi
+    done
+    for run in 1 0; do
+        KDA_CONV_STREAM=$run bench300 $N "300M 32x2048, selective, this build, KDA_CONV_STREAM=$run" ""
+        [ -n "$SLIM_" ] && break
+    done
+    lap "300M steps"
+    [ -n "$SLIM_" ] || for run in 0 1; do
+        echo "== conv rows, KDA_CONV_STREAM=$run"
+        KDA_CONV_STREAM=$run KDA_BENCH_ONLY=conv_silu timeout 60 $N/bench_ops_cuda 2>&1 | grep -E "^(copy|conv_silu)"
+    done
+    lap "conv rows"
+    [ -n "$SLIM_" ] || for k in bench_kda_base bench_kda_cuda; do # per kernel: prep, intra, finish, B7 before and after
+        echo "== ncu, $k"
+        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed --csv \
+            --log-file "$OUTDIR/ncu_kda_$k.csv" $N/$k 32 > /dev/null 2>&1
+        python3 bench/ncu_summary.py "$OUTDIR/ncu_kda_$k.csv" --steps 2 | head -14
+    done
+    lap "ncu KDA kernels, main and this"
+    KDA_CE_EXP_ONCE=1 parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run, this build with KDA_CE_EXP_ONCE=1"
+    ;;
 p24) # next-s24 (session 23, after next-s23): decay_exp by ex2.approx.ftz, the same bits but for
     # decays below 2^-126: q22's checks with kda_base / bench_kda_base = next-s23's build, then the
     # parity run (in case same_bits.sh shows a subnormal decay's difference)

@@ -84,28 +84,46 @@ __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, 
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> facc;
 
 // One staged 64-deep slice: part[f] += op(A)[wr.., :]·op(B)[:, wc+16f..] for this warp's two
-// 16×16 tiles. TA/TB: the operand was staged in its stored (transposed) orientation.
+// 16×16 tiles. TA/TB: the operand was staged in its stored (transposed) orientation. Al / Bl: the
+// low parts of a split (fp32) operand, or NULL.
 template <bool TA, bool TB>
-__device__ __forceinline__ void mma_slice(const gemm_smem &sm, int wr, int wc, bool splitA, bool splitB, facc part[2]) {
+__device__ __forceinline__ void mma_slice(const bf16 (*Ah)[AP], const bf16 (*Al)[AP], const bf16 (*Bh)[BP],
+                                          const bf16 (*Bl)[BP], int wr, int wc, facc part[2]) {
     typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
     typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
 #pragma unroll
     for (int kk = 0; kk < WK; kk += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al;
-        frag_load(ah, TA ? &sm.in.Ah[kk][wr] : &sm.in.Ah[wr][kk], AP);
-        if (splitA) frag_load(al, TA ? &sm.in.Al[kk][wr] : &sm.in.Al[wr][kk], AP);
+        frag_load(ah, TA ? &Ah[kk][wr] : &Ah[wr][kk], AP);
+        if (Al) frag_load(al, TA ? &Al[kk][wr] : &Al[wr][kk], AP);
 #pragma unroll
         for (int f = 0; f < 2; f++) {
             int j = wc + 16 * f;
             wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
-            frag_load(bh, TB ? &sm.in.Bh[j][kk] : &sm.in.Bh[kk][j], BP);
+            frag_load(bh, TB ? &Bh[j][kk] : &Bh[kk][j], BP);
             wmma::mma_sync(part[f], ah, bh, part[f]);
-            if (splitA) wmma::mma_sync(part[f], al, bh, part[f]);
-            if (splitB) {
-                frag_load(bl, TB ? &sm.in.Bl[j][kk] : &sm.in.Bl[kk][j], BP);
+            if (Al) wmma::mma_sync(part[f], al, bh, part[f]);
+            if (Bl) {
+                frag_load(bl, TB ? &Bl[j][kk] : &Bl[kk][j], BP);
                 wmma::mma_sync(part[f], ah, bl, part[f]);
             }
         }
+    }
+}
+
+__device__ __forceinline__ void mma_slice_any(const kgemm_term &tm, const bf16 (*Ah)[AP], const bf16 (*Al)[AP],
+                                              const bf16 (*Bh)[BP], const bf16 (*Bl)[BP], int wr, int wc,
+                                              facc part[2]) {
+    if (tm.A.trans) {
+        if (tm.B.trans)
+            mma_slice<true, true>(Ah, Al, Bh, Bl, wr, wc, part);
+        else
+            mma_slice<true, false>(Ah, Al, Bh, Bl, wr, wc, part);
+    } else {
+        if (tm.B.trans)
+            mma_slice<false, true>(Ah, Al, Bh, Bl, wr, wc, part);
+        else
+            mma_slice<false, false>(Ah, Al, Bh, Bl, wr, wc, part);
     }
 }
 
@@ -117,31 +135,42 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
     int tid = threadIdx.x, warp = tid >> 5, wr = (warp >> 1) * 16, wc = (warp & 1) * 32;
     facc acc[2], part[2];
     wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
-    for (int t = 0; t < g.nterms; t++) {
-        const kgemm_term &tm = g.t[t];
-        bool splitA = tm.A.f32, splitB = tm.B.f32;
-        wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
-        for (int k0 = 0; k0 < tm.Kd; k0 += WK) {
-            __syncthreads();
-            stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
-            stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
-            cp_async_wait_all();
-            __syncthreads();
-            if (tm.A.trans) {
-                if (tm.B.trans)
-                    mma_slice<true, true>(sm, wr, wc, splitA, splitB, part);
-                else
-                    mma_slice<true, false>(sm, wr, wc, splitA, splitB, part);
-            } else {
-                if (tm.B.trans)
-                    mma_slice<false, true>(sm, wr, wc, splitA, splitB, part);
-                else
-                    mma_slice<false, false>(sm, wr, wc, splitA, splitB, part);
-            }
-        }
+    // Two bf16 terms of one slice each (the forward's output, s·qg·h + Aqk·Vn): both staged at once,
+    // the second in the low-part buffers no split operand needs, so that their loads are in flight
+    // together (one wait, one barrier); each term's sum as below, in the same order: the same bits.
+    const kgemm_term &t0 = g.t[0], &t1 = g.t[1];
+    if (g.nterms == 2 && !t0.A.f32 && !t0.B.f32 && !t1.A.f32 && !t1.B.f32 && t0.Kd <= WK && t1.Kd <= WK) {
+        stage_block(t0.A, s, b, c, h, n, i0, TM, g.M, 0, WK, t0.Kd, &sm.in.Ah[0][0], NULL, AP);
+        stage_block(t0.B, s, b, c, h, n, 0, WK, t0.Kd, j0, TM, g.N, &sm.in.Bh[0][0], NULL, BP);
+        stage_block(t1.A, s, b, c, h, n, i0, TM, g.M, 0, WK, t1.Kd, &sm.in.Al[0][0], NULL, AP);
+        stage_block(t1.B, s, b, c, h, n, 0, WK, t1.Kd, j0, TM, g.N, &sm.in.Bl[0][0], NULL, BP);
+        cp_async_wait_all();
+        __syncthreads();
+        for (int t = 0; t < 2; t++) {
+            const kgemm_term &tm = g.t[t];
+            wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
+            mma_slice_any(tm, t ? sm.in.Al : sm.in.Ah, NULL, t ? sm.in.Bl : sm.in.Bh, NULL, wr, wc, part);
 #pragma unroll
-        for (int f = 0; f < 2; f++)
-            for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
+            for (int f = 0; f < 2; f++)
+                for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
+        }
+    } else {
+        for (int t = 0; t < g.nterms; t++) {
+            const kgemm_term &tm = g.t[t];
+            wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
+            for (int k0 = 0; k0 < tm.Kd; k0 += WK) {
+                __syncthreads();
+                stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
+                stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
+                cp_async_wait_all();
+                __syncthreads();
+                mma_slice_any(tm, sm.in.Ah, tm.A.f32 ? sm.in.Al : NULL, sm.in.Bh, tm.B.f32 ? sm.in.Bl : NULL, wr, wc,
+                              part);
+            }
+#pragma unroll
+            for (int f = 0; f < 2; f++)
+                for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
+        }
     }
     __syncthreads(); // Cs overlays the operand slices
     acc_store(&sm.Cs[wr][wc], acc[0], CPD);
