@@ -310,7 +310,8 @@ p23) # next-s23 (sessions 22-23, not run on a GPU before): q22's checks of its s
     ;;
 p25) # session 24's one call for next-s23, next-s24, next-s25 and next-s26 together (machines were
     # scarce: one start for all). This build: next/s26 (all four series); kda_base / bench_kda_base:
-    # main; kda_s23: next/s23's kda. Order: tests, the bit comparisons, the core and the step A/Bs,
+    # main; kda_s23: next/s23's kda. (A record: the A/B variables and the prep-grid checks it counts
+    # are gone since; bench/RESULTS.md "Session 24" has what it measured.) Order: tests, the bit comparisons, the core and the step A/Bs,
     # the conv rows, ncu per kernel, the parity run with the cross-entropy A/B (which changes bits)
     KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
         "native device tests (ops, core, step, decode, memcheck, racecheck)"

@@ -226,14 +226,8 @@ int main(int argc, char **argv) {
             qkv_[i] = (kda_conv_group){col, Cs[i], w, CU->alloc((size_t)N * Cs[i] * 2),
                                        d_rand_bf((size_t)N * Cs[i], 1), dw};
         }
-        for (int v = 0; v < 2; v++) { // the default kernels, then the stream A/B (KDA_CONV_STREAM=1)
-            if (v) setenv("KDA_CONV_STREAM", "1", 1);
-            bench(v ? "conv_silu_fwd q,k,v, stream A/B" : "conv_silu_fwd q,k,v one call [65536x1024]",
-                  f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, v ? 0 : 12); // the A/B rows: not in the step's total
-            bench(v ? "conv_silu_bwd q,k,v, stream A/B" : "conv_silu_bwd q,k,v one call", f_conv_qkv_bwd,
-                  n * bf * 3 + 3.0 * Ct * W * f4, v ? 0 : 12);
-        }
-        unsetenv("KDA_CONV_STREAM");
+        bench("conv_silu_fwd q,k,v one call [65536x1024]", f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, 12);
+        bench("conv_silu_bwd q,k,v one call", f_conv_qkv_bwd, n * bf * 3 + 3.0 * Ct * W * f4, 12);
         for (int i = 0; i < 3; i++)
             CU->free((void *)qkv_[i].w), CU->free(qkv_[i].y), CU->free((void *)qkv_[i].dy), CU->free(qkv_[i].dw);
         CU->free(cx_), CU->free(cdx_);
@@ -280,9 +274,6 @@ int main(int argc, char **argv) {
     setenv("KDA_CE_CLUSTER", "0", 1); // the on-chip row kernel, one block a row, for comparison
     bench("lm_head_ce train, one block a row", f_ce, lg * 3, 0);
     unsetenv("KDA_CE_CLUSTER");
-    setenv("KDA_CE_EXP_ONCE", "1", 1); // the A/B: one exponential a logit
-    bench("lm_head_ce train, KDA_CE_EXP_ONCE=1", f_ce, lg * 3, 0);
-    unsetenv("KDA_CE_EXP_ONCE");
     bench("lm_head_ce forward (1 GEMM + CE rows)", f_ce_fwd, lg * 1, 0);
     CU->free(hid_), CU->free(E_), CU->free(ce_dx_), CU->free(dE_), CU->free(tg_);
     free(tg), free(segs);

@@ -59,8 +59,8 @@ __device__ __forceinline__ int conv_group_at(const conv_groups &G, int u, int un
     return i;
 }
 
-// The per-step arithmetic, one definition for every kernel (the stream kernels below give the
-// same bits as the others because they run these same expressions in the same order).
+// The per-step arithmetic, one definition for every kernel (the stream forward below gives the
+// same bits as the others because it runs these same expressions in the same order).
 // Forward: z = Σ_i w·x oldest first (wr[i] multiplies x[t−i]), y = silu(z).
 template <int WT, int NCH>
 __device__ __forceinline__ void conv_fwd_step(const float (&wr)[WT][NCH], const float (&xw)[WT][NCH], float (&o)[NCH]) {
@@ -104,12 +104,12 @@ template <int WT, int NCH> __device__ __forceinline__ void conv_shift(float (&w)
         for (int k = 0; k < NCH; k++) w[i][k] = w[i - 1][k];
 }
 
-// The forward with 8 channels per thread (16-byte loads and stores; every group's C and column
-// a multiple of 8, aligned pointers), walking RF time steps with the last W inputs kept in
-// registers: x is read once. Every row the thread needs (its RF steps and the W − 1 before) is
-// loaded up front, so that RF + W − 1 loads are in flight at once; a block is up to 128 channel
-// groups of 8 (of any of the call's groups) x the time blocks (128 threads). WT: the registers'
-// window (W for the common sizes, MAXW for the rest).
+// The forward with 8 channels per thread for W other than 4 (16-byte loads and stores; every
+// group's C and column a multiple of 8, aligned pointers; W = 4 takes the stream kernel below),
+// walking RF time steps with the last W inputs kept in registers: x is read once. Every row the
+// thread needs (its RF steps and the W − 1 before) is loaded up front, so that RF + W − 1 loads
+// are in flight at once; a block is up to 128 channel groups of 8 (of any of the call's groups) x
+// the time blocks (128 threads). WT: the registers' window (MAXW).
 enum { RF = 16 };
 template <int WT>
 __global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, conv_groups G, int T,
@@ -147,25 +147,22 @@ __global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict_
     }
 }
 
-// ---- The stream kernels (an A/B, KDA_CONV_STREAM=1): a thread walks a block of S = 64 time
-// steps of its channels, its rows coming through a ring in shared memory by cp.async, D rows
-// ahead of the one it computes, so that loads stay in flight while it computes without holding
-// registers (the kernels above load every row up front into registers: 162 of them in the
-// forward, 3 blocks of 4 warps an SM, and the SM alternates between waiting and computing;
-// 55-57% of a copy's bandwidth at 32 x 2048, session 21). A thread reads back only what its own
-// copies wrote, so there is no barrier: cp.async.wait_group alone orders it. Same bits as the
-// kernels above (conv_fwd_step, conv_dz_step, conv_dx_step; dw summed in their order). ----
-enum { ST_S = 64, ST_D = 8, ST_RING = 16, STF_X = 64, STB_X = 128 };
+// ---- The stream forward (W = 4, 16-byte rows): a thread walks a block of S = 64 time steps of
+// its 8 channels, its rows coming through a ring in shared memory by cp.async, D rows ahead of
+// the one it computes, so that loads stay in flight while it computes without holding registers
+// (96 registers, 10 blocks of 2 warps an SM; conv_silu_fwd_vec at W = 4 took 162 and 3 blocks of
+// 4 warps, the SM alternating between waiting and computing: q, k, v at 32 x 2048 in 0.115 ms,
+// 77% of a copy, against 0.110 ms, 80%, on an H100, session 24; a stream backward on the same
+// plan was slower than the pair kernel, 0.183 vs 0.178 ms, and was dropped). A thread reads back
+// only what its own copies wrote, so there is no barrier: cp.async.wait_group alone orders it.
+// Same bits as the other forward kernels (conv_fwd_step, oldest input first). ----
+enum { ST_S = 64, ST_D = 8, ST_RING = 16, STF_X = 64 };
 static_assert((int)ST_D < (int)ST_RING, "the ring holds the row being read and the D rows in flight");
 
-// n bytes (4, 8 or 16) global -> shared, or n zeros when !ok (src_size 0; gmem is not read)
-template <int NB> __device__ __forceinline__ void cp_async_or_zero(void *smem, const void *gmem, bool ok) {
+// 16 bytes global -> shared, or 16 zeros when !ok (src_size 0; gmem is not read)
+__device__ __forceinline__ void cp_async16_or_zero(void *smem, const void *gmem, bool ok) {
     unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    if constexpr (NB == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(sa), "l"(gmem), "n"(NB), "r"(ok ? NB : 0)
-                     : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // every group of this thread's but the newest N complete
@@ -179,7 +176,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait_group() {
 // so that no copy is left in flight when the thread ends; the caller commits the group (one a
 // step, empty past the end). Addresses as integers: a0 may lie before the tensor (rows before
 // t = 0, never read).
-template <int NB> struct row_stream {
+struct row_stream {
     unsigned long long a, step, base;
     int next, low, span, end; // span = lim − low
     __device__ __forceinline__ row_stream(const bf16 *p, long long row0, long long ld, int low_, int lim, int end_)
@@ -187,7 +184,7 @@ template <int NB> struct row_stream {
           base((unsigned long long)p), next(0), low(low_), span(lim - low_), end(end_) {}
     __device__ __forceinline__ void copy(void *slot) {
         bool ok = (unsigned)(next - low) < (unsigned)span;
-        if (next < end) cp_async_or_zero<NB>(slot, (const void *)(ok ? a : base), ok);
+        if (next < end) cp_async16_or_zero(slot, (const void *)(ok ? a : base), ok);
         next++, a += step;
     }
 };
@@ -207,7 +204,7 @@ __global__ void __launch_bounds__(STF_X, 10) conv_silu_fwd_stream(const bf16 *__
     const float *__restrict__ w = G.w[gi];
     const bf16 *xb = x + (size_t)b * T * ldx + G.col[gi] + c0;
     bf16 *yb = G.y[gi] + (size_t)b * T * C + c0 + (size_t)ts * C;
-    row_stream<16> in(xb, (long long)ts - H, ldx, max(0, H - ts), min((int)NR, T - ts + H), NR);
+    row_stream in(xb, (long long)ts - H, ldx, max(0, H - ts), min((int)NR, T - ts + H), NR);
 #pragma unroll
     for (int r = 0; r < ST_D; r++) in.copy(&ring[r][tid]), cp_async_commit();
     float wr[WT][8], xw[WT][8]; // wr[i]: the weight of x[t−i]; xw[i] = x[t−i]
@@ -244,15 +241,6 @@ static bool conv_fwd_vec_ok(const void *x, int ldx, const kda_conv_group *g, int
     return ok;
 }
 
-// KDA_CONV_STREAM=1: the stream kernels (an A/B; read at every call, so a test compares both).
-// Their launches are counted, so that the test sees the A/B took effect (the bits are the same).
-static unsigned long conv_stream_launches;
-static bool conv_stream(void) {
-    const char *e = getenv("KDA_CONV_STREAM");
-    return e && !strcmp(e, "1");
-}
-extern "C" unsigned long kda_cuda_conv_stream_launches(void) { return conv_stream_launches; }
-
 void cu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W) {
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
     if (B <= 0 || T <= 0) return;
@@ -260,20 +248,15 @@ void cu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, i
         conv_groups G = conv_groups_of(g, ng, 8);
         int units = G.end[ng - 1];
         if (!units) return;
-        if (W == 4 && conv_stream()) {
+        if (W == 4) {
             dim3 grid((units + STF_X - 1) / STF_X, (T + ST_S - 1) / ST_S, B);
             conv_silu_fwd_stream<4><<<grid, STF_X, 0, cu_stream>>>((const bf16 *)x, ldx, G, T);
-            CU_LAUNCHED();
-            conv_stream_launches++;
-            return;
-        }
-        int gx = units < 128 ? units : 128, gy = 128 / gx, tblocks = (T + RF - 1) / RF;
-        if (gy > tblocks) gy = tblocks;
-        dim3 block(gx, gy), grid((units + gx - 1) / gx, (tblocks + gy - 1) / gy, B);
-        if (W == 4)
-            conv_silu_fwd_vec<4><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
-        else
+        } else {
+            int gx = units < 128 ? units : 128, gy = 128 / gx, tblocks = (T + RF - 1) / RF;
+            if (gy > tblocks) gy = tblocks;
+            dim3 block(gx, gy), grid((units + gx - 1) / gx, (tblocks + gy - 1) / gy, B);
             conv_silu_fwd_vec<MAXW><<<grid, block, 0, cu_stream>>>((const bf16 *)x, ldx, G, T, W);
+        }
         CU_LAUNCHED();
         return;
     }
@@ -434,104 +417,6 @@ __global__ void __launch_bounds__(UX * GY)
     }
 }
 
-// Backward (stream): a thread = 4 channels (8-byte rows of x, dy and dx) x the R steps
-// [ts, ts + R) of blockIdx.y. Its stream: rows r = 0 .. R + 2(WT − 1) − 1 at t = ts − (WT − 1) + r
-// of x and (for t ≥ ts) of dy, zeros outside [0, T): the first WT − 1 only fill the window; dz
-// at t in [ts, ts + R + WT − 1), dw over t < ts + R by RB-step sums added in order (the order of
-// conv_silu_bwd_pair's threads and their block sum), dx at τ = t − (WT − 1) ≥ ts. W = WT only.
-static_assert((int)ST_S == (int)R && (int)ST_S == RB * GY && (int)RB == (int)ST_RING, "R-step dw partials, a ring turn a sum");
-__device__ __forceinline__ void unpack4(uint2 v, float (&o)[4]) {
-    o[0] = __uint_as_float(v.x << 16), o[1] = __uint_as_float(v.x & 0xffff0000u);
-    o[2] = __uint_as_float(v.y << 16), o[3] = __uint_as_float(v.y & 0xffff0000u);
-}
-template <int WT> struct conv_bwd_stream_state {
-    float wf[WT][4], xw[WT][4], dzb[WT][4], cur[WT][4]; // wf[i] multiplies x[t−W+1+i]
-};
-// One step at the stream row in ring slot `slot`, after asking for the rows D ahead into slot
-// `ahead`: the windows, dz, dw into cur (DW), dx at τ (DX, when τ < T).
-template <int WT>
-__device__ __forceinline__ void conv_bwd_stream_step(conv_bwd_stream_state<WT> &st, row_stream<8> &xs, row_stream<8> &ds,
-                                                     uint2 (*xring)[STB_X], uint2 (*dring)[STB_X], int slot, int ahead,
-                                                     bool DW, bool DX, int tau, int T, bf16 *dxb, int ldx) {
-    int tid = threadIdx.x;
-    xs.copy(&xring[ahead][tid]), ds.copy(&dring[ahead][tid]), cp_async_commit();
-    cp_async_wait_group<ST_D>();
-    conv_shift(st.xw), conv_shift(st.dzb);
-    float dv[4], dz[4];
-    unpack4(xring[slot][tid], st.xw[0]);
-    unpack4(dring[slot][tid], dv);
-    conv_dz_step(st.wf, st.xw, dv, dz);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        if (DW) {
-#pragma unroll
-            for (int i = 0; i < WT; i++) st.cur[i][k] += dz[k] * st.xw[i][k];
-        }
-        st.dzb[0][k] = dz[k];
-    }
-    if (DX && tau < T) {
-        float acc[4];
-        conv_dx_step(st.wf, st.dzb, acc);
-        __nv_bfloat162 lo = __floats2bfloat162_rn(acc[0], acc[1]), hi = __floats2bfloat162_rn(acc[2], acc[3]);
-        *(uint2 *)(dxb + (size_t)tau * ldx) = make_uint2(*(const unsigned *)&lo, *(const unsigned *)&hi);
-    }
-}
-
-template <int WT>
-__global__ void __launch_bounds__(STB_X, 4) conv_silu_bwd_stream(const bf16 *__restrict__ x, int ldx, conv_groups G,
-                                                             bf16 *__restrict__ dx, float *__restrict__ part, int T) {
-    __shared__ uint2 xring[ST_RING][STB_X], dring[ST_RING][STB_X];
-    enum { H = WT - 1, NR = ST_S + 2 * H };
-    int u = blockIdx.x * STB_X + threadIdx.x, b = blockIdx.z, ts = blockIdx.y * ST_S, tid = threadIdx.x;
-    if (u >= G.end[G.n - 1]) return; // no barrier in this kernel
-    int c0, gi = conv_group_at(G, u, 4, &c0), C = G.C[gi];
-    const float *__restrict__ w = G.w[gi];
-    const bf16 *xb = x + (size_t)b * T * ldx + G.col[gi] + c0, *dyb = G.dy[gi] + (size_t)b * T * C + c0;
-    bf16 *dxb = dx + (size_t)b * T * ldx + G.col[gi] + c0;
-    int lim = min((int)NR, T - ts + H); // stream rows below lim are t < T
-    row_stream<8> xs(xb, (long long)ts - H, ldx, max(0, H - ts), lim, NR);
-    row_stream<8> ds(dyb, (long long)ts - H, C, H, lim, NR); // dy from t = ts on
-#pragma unroll
-    for (int r = 0; r < ST_D; r++) xs.copy(&xring[r][tid]), ds.copy(&dring[r][tid]), cp_async_commit();
-    conv_bwd_stream_state<WT> st;
-#pragma unroll
-    for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) st.wf[i][k] = w[(c0 + k) * WT + i], st.xw[i][k] = st.dzb[i][k] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < H; r++) { // history: x only
-        xs.copy(&xring[r + ST_D][tid]), ds.copy(&dring[r + ST_D][tid]), cp_async_commit();
-        cp_async_wait_group<ST_D>();
-        conv_shift(st.xw);
-        unpack4(xring[r][tid], st.xw[0]);
-    }
-    float tot[WT][4];
-#pragma unroll 1
-    for (int y = 0; y < GY; y++) { // RB-step blocks (a ring turn each): stream rows H + RB·y + q
-#pragma unroll
-        for (int i = 0; i < WT; i++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) st.cur[i][k] = 0.0f;
-#pragma unroll
-        for (int q = 0; q < RB; q++)
-            conv_bwd_stream_step(st, xs, ds, xring, dring, (q + H) % ST_RING, (q + H + ST_D) % ST_RING, true,
-                                 y > 0 || q >= H, ts + RB * y + q - H, T, dxb, ldx);
-#pragma unroll
-        for (int i = 0; i < WT; i++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) tot[i][k] = y ? tot[i][k] + st.cur[i][k] : st.cur[i][k];
-    }
-#pragma unroll
-    for (int q = 0; q < H; q++) // dz past the block, for dx's last rows
-        conv_bwd_stream_step(st, xs, ds, xring, dring, (q + H) % ST_RING, (q + H + ST_D) % ST_RING, false, true,
-                             ts + ST_S + q - H, T, dxb, ldx);
-    float *p = part + G.part_off[gi] + ((size_t)b * gridDim.y + blockIdx.y) * C * WT + (size_t)c0 * WT;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-#pragma unroll
-        for (int i = 0; i < WT; i++) p[k * WT + WT - 1 - i] = tot[i][k];
-}
-
 // The backward's kernels: channel pairs (W = 4, even C and columns, 4-byte aligned pointers), all
 // groups in one launch; else single channels, a launch a group. Each block writes a partial dw
 // [C, W] of its group per R time steps; the partials of a group are summed in a fixed order
@@ -551,31 +436,10 @@ static bool conv_bwd_paired(const void *x, int ldx, const void *dx, const kda_co
     return ok;
 }
 
-// The stream backward's 8-byte rows: every group's C and column multiples of 4, 8-byte aligned.
-static bool conv_bwd_quad(const void *x, int ldx, const void *dx, const kda_conv_group *g, int ng) {
-    bool ok = ldx % 4 == 0 && !((uintptr_t)x & 7) && !((uintptr_t)dx & 7);
-    for (int i = 0; i < ng; i++) ok = ok && g[i].C % 4 == 0 && g[i].col % 4 == 0 && !((uintptr_t)g[i].dy & 7);
-    return ok;
-}
-
 void cu_conv_silu_bwd(const void *x, int ldx, void *dx, const kda_conv_group *g, int ng, int B, int T, int W) {
     KDA_CHECK(W >= 1 && W <= MAXW, "conv_size %d not supported by the CUDA backend (1..%d)", W, MAXW);
     if (B <= 0 || T <= 0) return;
     int nblk = conv_bwd_time_blocks(T);
-    if (W == 4 && conv_stream() && conv_bwd_quad(x, ldx, dx, g, ng)) {
-        conv_groups G = conv_groups_of(g, ng, 4);
-        int quads = G.end[ng - 1], Ctot = 0;
-        if (!quads) return;
-        for (int i = 0; i < ng; i++) G.part_off[i] = conv_bwd_part_floats(B, nblk, Ctot, W), Ctot += g[i].C;
-        float *part = (float *)cu_scratch(conv_bwd_part_floats(B, nblk, Ctot, W) * sizeof(float));
-        conv_silu_bwd_stream<4><<<dim3((quads + STB_X - 1) / STB_X, nblk, B), STB_X, 0, cu_stream>>>(
-            (const bf16 *)x, ldx, G, (bf16 *)dx, part, T);
-        CU_LAUNCHED();
-        conv_stream_launches++;
-        for (int i = 0; i < ng; i++)
-            if (g[i].C) cu_colreduce_add(part + G.part_off[i], B * nblk, (size_t)g[i].C * W, g[i].dw);
-        return;
-    }
     if (conv_bwd_paired(x, ldx, dx, g, ng, W)) {
         conv_groups G = conv_groups_of(g, ng, 2);
         int pairs = G.end[ng - 1], Ctot = 0;

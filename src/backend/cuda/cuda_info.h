@@ -1,5 +1,5 @@
 // cuda_info.h — facts about the GPU for reports: the CUDA table's mem_info and clock_watch
-// (kda bench); and a count for a test.
+// (kda bench).
 #ifndef KDA_CUDA_INFO_H
 #define KDA_CUDA_INFO_H
 #include <stddef.h>
@@ -10,7 +10,4 @@
 void kda_cuda_mem_info(size_t *used, size_t *total);
 // ops.h clock_watch through NVML (clock_watch.cu); reports nothing where NVML is not available.
 void kda_cuda_clock_watch(int start, kda_clock_stats *out);
-// How many short-conv launches took the stream kernels (conv.cu, KDA_CONV_STREAM=1): their bits
-// are the other kernels', so test_cuda_ops counts launches to see that the A/B took effect.
-unsigned long kda_cuda_conv_stream_launches(void);
 #endif

@@ -294,11 +294,12 @@ __global__ void __launch_bounds__(CE_THREADS, 1)
 enum { CEC_THREADS = 512, CEC_KEEP_REG = 8, CEC_KEEP_SMEM = 8, CEC_KEEP = CEC_KEEP_REG + CEC_KEEP_SMEM };
 static const size_t CEC_SMEM = (size_t)CEC_KEEP_SMEM * CEC_THREADS * sizeof(uint4);
 
-// ONCE (KDA_CE_EXP_ONCE=1, an A/B: is the kernel bound by its 2 exponentials a logit on the
-// SFU?): a thread first takes the max m_t of its own logits, then p = e^{x − m_t} once a logit,
-// summed and kept in place of the logit as fp16 (p ≤ 1; 2^-11 relative, below the bf16
-// gradient's 2^-9); the gradient is p·e^{m_t − lse}·grad_scale − onehot·grad_scale, with no
-// second exponential. Not the default kernel's bits (another order of summation, p rounded).
+// One exponential a logit: a thread first takes the max m_t of its own logits, then p = e^{x − m_t}
+// once a logit, summed and kept in place of the logit as fp16 (p ≤ 1; 2^-11 relative, below the
+// bf16 gradient's 2^-9); the gradient is p·e^{m_t − lse}·grad_scale − onehot·grad_scale, with no
+// second exponential (two before session 24: the CE phase of a 300M 32 x 2048 step 12.6 -> 11.8
+// ms on an H100; the rows were bound by the SFU). Not the on-chip kernel's bits (another order of
+// summation, p rounded).
 __device__ __forceinline__ void unpack16h(uint4 u, float *x) {
     const __half2 *h = (const __half2 *)&u;
 #pragma unroll
@@ -337,7 +338,6 @@ __device__ __forceinline__ uint4 ce_grad8_once(uint4 u, int i, float c, int tgt,
     return *(const uint4 *)o;
 }
 
-template <bool ONCE>
 __global__ void __launch_bounds__(CEC_THREADS, 2)
     ce_rows_cluster_kernel(bf16 *__restrict__ logits, const int32_t *__restrict__ targets, int NV, float grad_scale,
                            int grad, float *__restrict__ loss, int *err) {
@@ -363,37 +363,26 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
 #pragma unroll
     for (int j = 0; j < CEC_KEEP_REG; j++)
         if (g0 + t + j * CEC_THREADS < g1) r[j] = lv[g0 + t + j * CEC_THREADS];
-    float m = -INFINITY, s = 0.0f, x[8];
-    if constexpr (ONCE) {
+    float m = -INFINITY, s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < CEC_KEEP_REG; j++)
-            if (g0 + t + j * CEC_THREADS < g1) ce_max8(m, r[j]);
-        cp_async_wait_all();
+    for (int j = 0; j < CEC_KEEP_REG; j++)
+        if (g0 + t + j * CEC_THREADS < g1) ce_max8(m, r[j]);
+    cp_async_wait_all(); // this thread's own copies: no barrier needed to read them
 #pragma unroll
-        for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
-            if (g0 + t + j * CEC_THREADS < g1) ce_max8(m, keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t]);
-        // m = −inf (no groups, or logits all −inf): p = e^{x − 0} = 0 stored, (−inf, 0) skipped by
-        // the merge, and c = 0 below, as the two-exponential kernel gives
-        float mr = m == -INFINITY ? 0.0f : m;
+    for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
+        if (g0 + t + j * CEC_THREADS < g1) ce_max8(m, keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t]);
+    // m = −inf (no groups, or logits all −inf): p = e^{x − 0} = 0 stored, (−inf, 0) skipped by
+    // the merge, and c = 0 below
+    float mr = m == -INFINITY ? 0.0f : m;
 #pragma unroll
-        for (int j = 0; j < CEC_KEEP_REG; j++)
-            if (g0 + t + j * CEC_THREADS < g1) r[j] = ce_exp8(mr, s, r[j]);
+    for (int j = 0; j < CEC_KEEP_REG; j++)
+        if (g0 + t + j * CEC_THREADS < g1) r[j] = ce_exp8(mr, s, r[j]);
 #pragma unroll
-        for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++) {
-            uint4 &u = keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t];
-            if (g0 + t + j * CEC_THREADS < g1) u = ce_exp8(mr, s, u);
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < CEC_KEEP_REG; j++)
-            if (g0 + t + j * CEC_THREADS < g1) unpack16(r[j], x), lse_add8(m, s, x);
-        cp_async_wait_all(); // this thread's own copies: no barrier needed to read them
-#pragma unroll
-        for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++)
-            if (g0 + t + j * CEC_THREADS < g1)
-                unpack16(keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t], x), lse_add8(m, s, x);
+    for (int j = CEC_KEEP_REG; j < CEC_KEEP; j++) {
+        uint4 &u = keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t];
+        if (g0 + t + j * CEC_THREADS < g1) u = ce_exp8(mr, s, u);
     }
-    float m_t = m;     // this thread's own max (ONCE: the p's reference)
+    float m_t = m;     // this thread's own max: the p's reference
     ce_block_ms(m, s); // the block's (max, Σ exp), as ce_block_lse
     if (t == 0) pair_ms[0] = m, pair_ms[1] = s;
     cluster.sync(); // both blocks' (max, Σ exp) written; no gradient stored yet
@@ -410,18 +399,13 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
     auto done_reading = cluster.barrier_arrive();
     float lse = lse_s;
     if (grad) {
-        float c = __expf(m_t - lse) * grad_scale; // ONCE: p·c is the softmax times grad_scale
+        float c = __expf(m_t - lse) * grad_scale; // p·c is the softmax times grad_scale
 #pragma unroll
         for (int j = 0; j < CEC_KEEP; j++) {
             int i = g0 + t + j * CEC_THREADS;
             if (i >= g1) continue;
             uint4 u = j < CEC_KEEP_REG ? r[j] : keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t];
-            if constexpr (ONCE) {
-                lv[i] = ce_grad8_once(u, i, c, tgt, grad_scale);
-            } else {
-                unpack16(u, x);
-                lv[i] = ce_grad8(x, i, lse, tgt, grad_scale);
-            }
+            lv[i] = ce_grad8_once(u, i, c, tgt, grad_scale);
         }
     }
     cluster.barrier_wait(std::move(done_reading));
@@ -454,16 +438,12 @@ static bool ce_cluster_supported(void) {
         CU_CHECK(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, cu_stream));
         CU_CHECK(cudaStreamSynchronize(cu_stream));
         CU_CHECK(cudaFree(flag));
-        cudaFuncAttributes fa, fo;
-        CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_cluster_kernel<false>));
-        CU_CHECK(cudaFuncGetAttributes(&fo, ce_rows_cluster_kernel<true>));
-        ok = host == 1 && cu_smem_fits(CEC_SMEM + fa.sharedSizeBytes) && cu_smem_fits(CEC_SMEM + fo.sharedSizeBytes);
-        if (ok) {
-            CU_CHECK(cudaFuncSetAttribute(ce_rows_cluster_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncAttributes fa;
+        CU_CHECK(cudaFuncGetAttributes(&fa, ce_rows_cluster_kernel));
+        ok = host == 1 && cu_smem_fits(CEC_SMEM + fa.sharedSizeBytes);
+        if (ok)
+            CU_CHECK(cudaFuncSetAttribute(ce_rows_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)CEC_SMEM));
-            CU_CHECK(cudaFuncSetAttribute(ce_rows_cluster_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)CEC_SMEM));
-        }
     }
     return ok;
 }
@@ -492,13 +472,8 @@ static void ce_rows_cluster(bf16 *logits, const int32_t *targets, int n, int NV,
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     cfg.attrs = at, cfg.numAttrs = 1;
-    const char *once = getenv("KDA_CE_EXP_ONCE"); // an A/B, read at every call
-    if (once && !strcmp(once, "1"))
-        CU_CHECK(cudaLaunchKernelEx(&cfg, ce_rows_cluster_kernel<true>, logits, targets, NV, grad_scale, grad, loss,
-                                    cu_err_flag));
-    else
-        CU_CHECK(cudaLaunchKernelEx(&cfg, ce_rows_cluster_kernel<false>, logits, targets, NV, grad_scale, grad, loss,
-                                    cu_err_flag));
+    CU_CHECK(cudaLaunchKernelEx(&cfg, ce_rows_cluster_kernel, logits, targets, NV, grad_scale, grad, loss,
+                                cu_err_flag));
 }
 
 // Whether ce_rows_onchip_kernel takes these rows: the GPU has the shared memory, the rows fit

@@ -2,7 +2,6 @@
 // (The Makefile compiles the *_stub.c files only when nvcc is absent; src/backend/cuda/ holds the real ones.)
 #include <stddef.h>
 
-#include "backend/cuda/cuda_info.h"
 #include "model/ops.h"
 
 const kda_ops *kda_ops_cuda(const char **why) {
@@ -11,5 +10,3 @@ const kda_ops *kda_ops_cuda(const char **why) {
 }
 
 const kda_ops *kda_ops_cuda_sizing(void) { return NULL; }
-
-unsigned long kda_cuda_conv_stream_launches(void) { return 0; }
