@@ -7,9 +7,6 @@
 // buffer are read in place.
 #include "backend/cuda/cuda_common.cuh"
 
-#include <stdlib.h>
-#include <string.h>
-
 enum { MAXW = 8, R = 64, CT = 128 };
 
 __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w,
@@ -29,7 +26,7 @@ __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const 
 }
 
 // The call's channel groups (kda_conv_group) for the kernels: group i covers the kernel's channel
-// units [end[i−1], end[i]) (units of 8 channels in the forward, of 2 or 4 in the backward), input
+// units [end[i−1], end[i]) (units of 8 channels in the forward, of 2 in the backward), input
 // columns from col[i], output rows of C[i]; its dw partials start at part_off[i] floats.
 struct conv_groups {
     int n, end[KDA_CONV_MAX_GROUPS], col[KDA_CONV_MAX_GROUPS], C[KDA_CONV_MAX_GROUPS];
@@ -163,11 +160,6 @@ static_assert((int)ST_D < (int)ST_RING, "the ring holds the row being read and t
 __device__ __forceinline__ void cp_async16_or_zero(void *smem, const void *gmem, bool ok) {
     unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// every group of this thread's but the newest N complete
-template <int N> __device__ __forceinline__ void cp_async_wait_group() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // A thread's stream of rows r = 0 .. end − 1: row r at byte address a0 + r·step, loaded for
