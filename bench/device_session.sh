@@ -284,6 +284,7 @@ p22) # session 22's record: KDA_CE_CLUSTER=4 and KDA_CONV_RF=8 were A/Bs of next
     ;;
 p23) # next-s23 (sessions 22-23, not run on a GPU before): q22's checks of its same-bits patch
     # (kda_base / bench_kda_base: main's build), the cross-entropy A/B KDA_CE_EXP_ONCE=1, the conv A/B KDA_CONV_STREAM=1
+    # (a record: never run as such; session 24 ran p25 instead, and both A/B variables are gone)
     Q22_SLIM=1 bash "$0" q22 2>&1 | grep -v "^device_session q22"
     echo "== test_cuda_ops (the CE and conv A/Bs inside; its log: test_cuda_ops.txt)"
     timeout 90 $N/test_cuda_ops > "$OUTDIR/test_cuda_ops.txt" 2>&1

@@ -223,8 +223,8 @@ int main(int argc, char **argv) {
         for (int i = 0, col = 0; i < 3; col += Cs[i], i++) {
             void *w = d_rand_f32((size_t)Cs[i] * W, 0.5, 0), *dw = CU->alloc((size_t)Cs[i] * W * 4);
             CU->zero(dw, (size_t)Cs[i] * W * 4);
-            qkv_[i] = (kda_conv_group){col, Cs[i], w, CU->alloc((size_t)N * Cs[i] * 2),
-                                       d_rand_bf((size_t)N * Cs[i], 1), dw};
+            qkv_[i] =
+                (kda_conv_group){col, Cs[i], w, CU->alloc((size_t)N * Cs[i] * 2), d_rand_bf((size_t)N * Cs[i], 1), dw};
         }
         bench("conv_silu_fwd q,k,v one call [65536x1024]", f_conv_qkv_fwd, n * bf * 2 + Ct * W * f4, 12);
         bench("conv_silu_bwd q,k,v one call", f_conv_qkv_bwd, n * bf * 3 + 3.0 * Ct * W * f4, 12);

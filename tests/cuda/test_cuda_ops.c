@@ -175,10 +175,9 @@ static void test_lm_head(int N, int d, int NV) {
             for (size_t e = 0; e < (size_t)NV * d; e++) dEk[k][e] -= dE0[e];
             CU->free(dEb_), CU->free(dxb_);
         }
-        T_CHECK(lk[1] == lk[2] && !memcmp(dxk[1], dxk[2], (size_t)N * d * 4) &&
-                    !memcmp(dEk[1], dEk[2], (size_t)NV * d * 4),
-                "lm_head_ce N=%d NV=%d: the on-chip and two-pass row kernels give the same loss, dx and dE bits", N,
-                NV);
+        T_CHECK(
+            lk[1] == lk[2] && !memcmp(dxk[1], dxk[2], (size_t)N * d * 4) && !memcmp(dEk[1], dEk[2], (size_t)NV * d * 4),
+            "lm_head_ce N=%d NV=%d: the on-chip and two-pass row kernels give the same loss, dx and dE bits", N, NV);
         T_CHECK(lk[0] == loss && !memcmp(dxk[0], dx, (size_t)N * d * 4) && !memcmp(dEk[0], dE, (size_t)NV * d * 4),
                 "lm_head_ce N=%d NV=%d: the default row kernel twice: the same loss, dx and dE bits", N, NV);
         T_REL("  default vs on-chip row kernel: loss", fabs(lk[0] - lk[1]) / fabs(lk[1]), 1e-6);
@@ -344,7 +343,7 @@ static void test_conv_fwd_bits(int B, int T, const int C[3], int ld) {
     enum { W = 4 };
     int col[3] = {0, C[0], C[0] + C[1]}, same = 1, lds[2] = {ld, ld + 1};
     size_t rows = (size_t)B * T;
-    float *xv = h_randn_bf(rows * ld, 1.0), *xo = malloc(rows * (ld + 1) * sizeof(float));
+    float *xv = h_randn_bf(rows * ld, 1.0), *xo = kda_malloc(rows * (ld + 1) * sizeof(float));
     for (size_t r = 0; r < rows; r++) {
         memcpy(xo + r * (ld + 1), xv + r * ld, (size_t)ld * sizeof(float));
         xo[r * (ld + 1) + ld] = 0.0f;
@@ -664,7 +663,7 @@ int main(int argc, char **argv) {
     test_lm_head(20, 16, 131080); // one group more: the two-pass kernel
     test_lm_head(33, 16, 50264);  // the cluster kernel's halves of unequal use (NV/8 odd: 6283 groups)
     if (getenv("KDA_CUDA_BIG")) test_lm_head(4500, 32, 128256); // several CE chunks at the real vocab
-    test_rmsnorm(333, 1024); // the register kernels (d = 1024, 512, 256)
+    test_rmsnorm(333, 1024);                                    // the register kernels (d = 1024, 512, 256)
     test_rmsnorm(77, 512);
     test_rmsnorm(2100, 256);
     test_rmsnorm_bwd_kernels_agree(4099, 1024);
@@ -685,9 +684,9 @@ int main(int argc, char **argv) {
     test_conv(2, 37, 64, 4, 98);    // even pitch, not a multiple of 8: element forward, pair backward
     test_conv(2, 37, 64, 4, 97);    // odd pitch: element forward and backward
     test_conv_groups(2, 70, (const int[]){256, 256, 512}, 4, 1160); // the 300M model's q, k, v columns
-    test_conv_groups(2, 37, (const int[]){24, 40, 16}, 4, 88);       // 16-byte forward, pair backward
-    test_conv_groups(1, 50, (const int[]){6, 10, 4}, 4, 26);         // element forward, pair backward
-    test_conv_groups(1, 40, (const int[]){16, 8, 24}, 3, 48);        // the general window, 16-byte forward
+    test_conv_groups(2, 37, (const int[]){24, 40, 16}, 4, 88);      // 16-byte forward, pair backward
+    test_conv_groups(1, 50, (const int[]){6, 10, 4}, 4, 26);        // element forward, pair backward
+    test_conv_groups(1, 40, (const int[]){16, 8, 24}, 3, 48);       // the general window, 16-byte forward
     // the W = 4 stream forward against the element kernel (bits): whole and partial 64-step
     // blocks, T < 64, one step, the 300M columns
     test_conv_fwd_bits(2, 200, (const int[]){256, 256, 512}, 1160);
@@ -695,8 +694,8 @@ int main(int argc, char **argv) {
     test_conv_fwd_bits(2, 37, (const int[]){24, 40, 16}, 88);
     test_conv_fwd_bits(2, 1, (const int[]){8, 16, 8}, 40);
     test_conv_fwd_bits(1, 65, (const int[]){8, 8, 16}, 32);
-    test_swiglu(97, 1032);          // the 16-byte path, and the element-by-element one on the same data
-    test_swiglu(61, 37);            // F % 8 != 0: element by element only
+    test_swiglu(97, 1032); // the 16-byte path, and the element-by-element one on the same data
+    test_swiglu(61, 37);   // F % 8 != 0: element by element only
     test_optimizer(1000003);
     test_adamw_multi();
     test_clock_watch();

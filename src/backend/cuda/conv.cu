@@ -72,8 +72,8 @@ __device__ __forceinline__ void conv_fwd_step(const float (&wr)[WT][NCH], const 
 // Backward: z recomputed newest first (wf[i] multiplies x[t−W+1+i], xw[i] = x[t−i]) and
 // dz = dy·σ(z)·(1 + z·(1 − σ(z))).
 template <int WT, int NCH>
-__device__ __forceinline__ void conv_dz_step(const float (&wf)[WT][NCH], const float (&xw)[WT][NCH], const float (&dv)[NCH],
-                                             float (&dz)[NCH]) {
+__device__ __forceinline__ void conv_dz_step(const float (&wf)[WT][NCH], const float (&xw)[WT][NCH],
+                                             const float (&dv)[NCH], float (&dz)[NCH]) {
 #pragma unroll
     for (int k = 0; k < NCH; k++) {
         float z = 0.0f;
@@ -85,7 +85,8 @@ __device__ __forceinline__ void conv_dz_step(const float (&wf)[WT][NCH], const f
 }
 // dx[τ] = Σ_j wf[j]·dz[τ+W−1−j] = Σ_j wf[j]·dzb[j] (dzb[j] = dz[t−j], t = τ + W − 1)
 template <int WT, int NCH>
-__device__ __forceinline__ void conv_dx_step(const float (&wf)[WT][NCH], const float (&dzb)[WT][NCH], float (&acc)[NCH]) {
+__device__ __forceinline__ void conv_dx_step(const float (&wf)[WT][NCH], const float (&dzb)[WT][NCH],
+                                             float (&acc)[NCH]) {
 #pragma unroll
     for (int k = 0; k < NCH; k++) {
         acc[k] = 0.0f;
@@ -109,8 +110,8 @@ template <int WT, int NCH> __device__ __forceinline__ void conv_shift(float (&w)
 // the time blocks (128 threads). WT: the registers' window (MAXW).
 enum { RF = 16 };
 template <int WT>
-__global__ void __launch_bounds__(128) conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, conv_groups G, int T,
-                                                         int W) {
+__global__ void __launch_bounds__(128)
+    conv_silu_fwd_vec(const bf16 *__restrict__ x, int ldx, conv_groups G, int T, int W) {
     int u = blockIdx.x * blockDim.x + threadIdx.x;
     int b = blockIdx.z, t0 = (blockIdx.y * blockDim.y + threadIdx.y) * RF;
     if (u >= G.end[G.n - 1] || t0 >= T) return;
@@ -186,7 +187,8 @@ struct row_stream {
 // zeros outside [0, T). Row r + D is requested (one cp.async group a row, empty past the stream)
 // before row r is read, after which every group up to row r is complete. Steps by ST_RING at a time, so that every ring slot is a constant. W = WT only.
 template <int WT>
-__global__ void __launch_bounds__(STF_X, 10) conv_silu_fwd_stream(const bf16 *__restrict__ x, int ldx, conv_groups G, int T) {
+__global__ void __launch_bounds__(STF_X, 10)
+    conv_silu_fwd_stream(const bf16 *__restrict__ x, int ldx, conv_groups G, int T) {
     static_assert(ST_S % ST_RING == 0, "whole ring turns");
     __shared__ uint4 ring[ST_RING][STF_X];
     enum { H = WT - 1, NR = ST_S + H };
@@ -275,9 +277,9 @@ __global__ void conv_silu_bwd_kernel(const bf16 *__restrict__ x, int ldx, const 
     for (int i = 0; i < MAXW; i++) {
         wf[i] = i < W ? w[c * W + i] : 0.0f;         // multiplies x[t−W+1+i]
         wr[i] = i < W ? w[c * W + W - 1 - i] : 0.0f; // multiplies x[t−i]
-        xw[i] = 0.0f;                                      // x[t−i]
-        dzb[i] = 0.0f;                                     // dz[t−i]
-        dwr[i] = 0.0f;                                     // dw[c, W−1−i]
+        xw[i] = 0.0f;                                // x[t−i]
+        dzb[i] = 0.0f;                               // dz[t−i]
+        dwr[i] = 0.0f;                               // dw[c, W−1−i]
     }
 #pragma unroll
     for (int i = 1; i < MAXW; i++) // history before t0 (shifted into place by the first step)
@@ -337,9 +339,8 @@ __device__ __forceinline__ void unpack_pair(unsigned w, float *x) {
 // Branch-free in time: rows outside [0, T) load as zeros, so past T dy = 0 gives dz = 0 (no dw or
 // dx term); dw takes the thread's first RB steps (a compile-time bound) and dx rows τ < t1 only.
 template <int WT>
-__global__ void __launch_bounds__(UX * GY)
-    conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, conv_groups G, bf16 *__restrict__ dx,
-                       float *__restrict__ part, int T) {
+__global__ void __launch_bounds__(UX *GY) conv_silu_bwd_pair(const bf16 *__restrict__ x, int ldx, conv_groups G,
+                                                             bf16 *__restrict__ dx, float *__restrict__ part, int T) {
     __shared__ float red[GY][UX][2 * WT];
     int u = blockIdx.x * UX + threadIdx.x, b = blockIdx.z;
     int t0 = (blockIdx.y * GY + threadIdx.y) * RB, t1 = min(T, t0 + RB);

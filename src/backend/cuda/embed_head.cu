@@ -472,8 +472,8 @@ static void ce_rows_cluster(bf16 *logits, const int32_t *targets, int n, int NV,
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     cfg.attrs = at, cfg.numAttrs = 1;
-    CU_CHECK(cudaLaunchKernelEx(&cfg, ce_rows_cluster_kernel, logits, targets, NV, grad_scale, grad, loss,
-                                cu_err_flag));
+    CU_CHECK(
+        cudaLaunchKernelEx(&cfg, ce_rows_cluster_kernel, logits, targets, NV, grad_scale, grad, loss, cu_err_flag));
 }
 
 // Whether ce_rows_onchip_kernel takes these rows: the GPU has the shared memory, the rows fit

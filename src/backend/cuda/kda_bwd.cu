@@ -88,9 +88,9 @@ __device__ __forceinline__ void b7_rows(const kda_shape &s, const kda_saved &sv,
 }
 
 // The chunk-GEMM path's B7 (dBV in global memory): grid (NT, H, B), 256 threads.
-__global__ void __launch_bounds__(256) kda_b7_kernel(kda_shape s, kda_saved sv, const float *__restrict__ dBV,
-                                                     const bf16 *__restrict__ v, bf16 *__restrict__ dv,
-                                                     float *__restrict__ dbv) {
+__global__ void __launch_bounds__(256)
+    kda_b7_kernel(kda_shape s, kda_saved sv, const float *__restrict__ dBV, const bf16 *__restrict__ v,
+                  bf16 *__restrict__ dv, float *__restrict__ dbv) {
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, n = min(s.C, s.T - c * s.C);
     b7_rows(s, sv, dBV + kda_row(s, b, c, h, 0) * s.V, (size_t)s.H * s.V, v, dv, dbv, b, c, h, n);
 }
@@ -393,8 +393,8 @@ __device__ void finish_diag_blocks(finish_smem &m, const kda_shape &s, const flo
 // and Z (column side): dq̂, dk̂ into w.dQ, w.dK; dΓ terms into m.dgs, m.pb (zeros where !live);
 // returns its dβ term.
 __device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
-                                                size_t row0, int d0, int n, float sc, int r, int dd, bool live,
-                                                float X, float Y, float Z) {
+                                                size_t row0, int d0, int n, float sc, int r, int dd, bool live, float X,
+                                                float Y, float Z) {
     float pbeta = 0.0f, dg = 0.0f, pbv = 0.0f;
     if (live) {
         float gr = m.gs[r][dd], qr = m.qs[r][dd], kr = m.ks[r][dd];
@@ -640,8 +640,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
         CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
-        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv,
-                                                                            w);
+        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w);
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, w);
@@ -653,9 +652,10 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     size_t smem = sizeof(finish_smem);
     CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
-    CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    CU_CHECK(
+        cudaFuncSetAttribute(finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq,
-                                                         (bf16 *)dk, (bf16 *)df, (bf16 *)db);
+                                                           (bf16 *)dk, (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();
     // D5
     kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);

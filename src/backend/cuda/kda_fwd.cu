@@ -37,8 +37,7 @@ size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d) {
 }
 
 // ---- 1. prep: grid (NT, H, B), 256 threads, dynamic shared memory ----
-// The chunk's rows of q, k, f are staged in shared memory 16 bytes at a time (v's rows are held in
-// registers meanwhile); the norms (a warp
+// The chunk's rows of q, k, f are staged in shared memory 16 bytes at a time; the norms (a warp
 // per row, lane = key column) and Γ (a warp scan per key column) read them there, and every
 // output is written along its rows, 16 bytes at a time where the row length allows.
 struct prep_layout {
@@ -77,10 +76,6 @@ __device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool
         for (int t = 0; t < w; t++) dst[t] = f2bf(x[t]);
 }
 
-// A thread's first PREP_VKEEP pieces of v (all of them at V = 64, C = 64) are loaded at the start
-// with q, k and f, so that a block has its loads in flight at once, not v's after the rest.
-enum { PREP_VKEEP = 2 };
-
 __global__ void __launch_bounds__(256)
     kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
                     const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const float *__restrict__ A_log,
@@ -94,17 +89,7 @@ __global__ void __launch_bounds__(256)
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
     bool vk = K % 8 == 0 && ((uintptr_t)q & 15) == 0 && ((uintptr_t)k & 15) == 0 && ((uintptr_t)f & 15) == 0;
-    bool vv = V % 8 == 0 && ((uintptr_t)v & 15) == 0;
     row_piece pc;
-    uint4 vkeep[PREP_VKEEP]; // v's first pieces of this thread, loaded with q, k and f
-#pragma unroll
-    for (int j = 0; j < PREP_VKEEP; j++) {
-        int e = threadIdx.x + j * 256;
-        if (vv && e < n * (V / 8)) {
-            pc.at(e, V);
-            vkeep[j] = *(const uint4 *)(v + row0 * V + pc.r * rsV + pc.q);
-        }
-    }
     for (int e = threadIdx.x; e < n * ((K + 7) / 8); e += blockDim.x) {
         pc.at(e, K);
         size_t g = row0 * K + pc.r * rsK + pc.q;
@@ -174,13 +159,12 @@ __global__ void __launch_bounds__(256)
         put_piece(sv.kg + g, xk, pc.w, vo);
         put_piece(sv.kb + g, xb, pc.w, vo);
     }
-    for (int e = threadIdx.x, j = 0; e < n * ((V + 7) / 8); e += blockDim.x, j++) {
+    bool vv = V % 8 == 0 && ((uintptr_t)v & 15) == 0;
+    for (int e = threadIdx.x; e < n * ((V + 7) / 8); e += blockDim.x) {
         pc.at(e, V);
         size_t g = row0 * V + pc.r * rsV + pc.q;
         float be = betas[pc.r], x[8];
-        if (vv && j < PREP_VKEEP) {
-            unpack16(vkeep[j], x);
-        } else if (vv) {
+        if (vv && pc.w == 8) {
             load16(v + g, x);
         } else {
             for (int t = 0; t < pc.w; t++) x[t] = bf2f(v[g + t]);
