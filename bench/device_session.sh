@@ -68,7 +68,10 @@
 #      (the prep kernel's rsqrt and decays change the bits) and with the four-block rows;
 #   n22: ncu's full set on the fused core kernels (source-level stalls);
 #   fk23: FLA's chunk_kda per kernel (ncu) at 32 x 2048 beside ours (where FLA's forward gains);
-#   p23 / p24: the pending series next-s23 / next-s24 (bench/pending/README.md);
+#   p23 / p24: the pending series next-s23 / next-s24 (bench/pending/README.md; not run as such);
+#   p25: session 24's one call for next-s23, -s24, -s25 and -s26 (bench/RESULTS.md "Session 24");
+#   m24: main after session 24's merge: every native device test, the core's ncu table, the 300M
+#      step, then fk23;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
 #      device tests (ops too, racecheck), the parity run against the recorded FLA run, main's op
 #      benchmarks (bench_ops_base) and this one's (conv, gated norm, SwiGLU), the step against
@@ -392,6 +395,17 @@ n22) # where the finish, intra and D3 kernels stall now (their SASS changed in s
     ncu_core_source
     ncu_kda_kernels
     ncu_step_kernels 170 45 "ncu per-kernel table of a step"
+    ;;
+m24) # main after session 24 (its hand edits after the p25 call: the one cluster CE kernel, the
+    # stream conv forward at W = 4, test_conv_fwd_bits, the prep back to bf3b5fa's): every native
+    # device test with memcheck and racecheck, the core's per-kernel table (ncu), the 300M step;
+    # then fk23 (FLA's chunk_kda kernel by kernel), ~7 minutes with FLA's Triton compilation
+    KDA_RACECHECK=1 tests_on $N ops,kda,step,decode,sanitizer 170 device_log_native.txt \
+        "native device tests (ops, core, step, decode, memcheck, racecheck)"
+    grep -E "FAIL|conv_silu_fwd W=4" "$OUTDIR/device_log_native.txt" | head -8
+    bench300 $N "300M 32x2048, selective (the config's)" ""
+    lap "300M step"
+    bash "$0" fk23 2>&1 | grep -v "^device_session fk23"
     ;;
 fk23) # FLA's chunk_kda kernel by kernel (ncu) at 32 x 2048 beside ours: FLA's forward is ~1.5x
     # faster than ours at 64 x 2048 (1.49 vs 2.32 ms, sessions 13/21) while its backward is not;
