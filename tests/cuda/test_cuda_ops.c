@@ -343,11 +343,7 @@ static void test_conv_fwd_bits(int B, int T, const int C[3], int ld) {
     enum { W = 4 };
     int col[3] = {0, C[0], C[0] + C[1]}, same = 1, lds[2] = {ld, ld + 1};
     size_t rows = (size_t)B * T;
-    float *xv = h_randn_bf(rows * ld, 1.0), *xo = kda_malloc(rows * (ld + 1) * sizeof(float));
-    for (size_t r = 0; r < rows; r++) {
-        memcpy(xo + r * (ld + 1), xv + r * ld, (size_t)ld * sizeof(float));
-        xo[r * (ld + 1) + ld] = 0.0f;
-    }
+    float *xv = h_randn_bf(rows * ld, 1.0), *xo = h_widen(xv, (int)rows, ld, ld + 1, 0, 0.0f);
     void *x_[2] = {d_bf(xv, rows * ld), d_bf(xo, rows * (ld + 1))}, *y_[2][3], *w_[3];
     for (int i = 0; i < 3; i++) {
         float *w = h_randn((size_t)C[i] * W, 0.5);

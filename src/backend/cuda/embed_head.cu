@@ -329,7 +329,7 @@ __device__ __forceinline__ uint4 ce_exp8(float m, float &s, uint4 u) {
     for (int t = 0; t < 8; t++) x[t] = __expf(x[t] - m), s += x[t];
     return pack16h(x);
 }
-__device__ __forceinline__ uint4 ce_grad8_once(uint4 u, int i, float c, int tgt, float grad_scale) {
+__device__ __forceinline__ uint4 ce_grad8_p(uint4 u, int i, float c, int tgt, float grad_scale) {
     float p[8];
     unpack16h(u, p);
     __align__(16) bf16 o[8];
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(CEC_THREADS, 2)
             int i = g0 + t + j * CEC_THREADS;
             if (i >= g1) continue;
             uint4 u = j < CEC_KEEP_REG ? r[j] : keep_c[(j - CEC_KEEP_REG) * CEC_THREADS + t];
-            lv[i] = ce_grad8_once(u, i, c, tgt, grad_scale);
+            lv[i] = ce_grad8_p(u, i, c, tgt, grad_scale);
         }
     }
     cluster.barrier_wait(std::move(done_reading));

@@ -127,6 +127,13 @@ __device__ __forceinline__ void mma_slice_any(const kgemm_term &tm, const bf16 (
     }
 }
 
+// acc += alpha·part, a term's fp32 sum into the tile
+__device__ __forceinline__ void acc_add(facc acc[2], const facc part[2], float alpha) {
+#pragma unroll
+    for (int f = 0; f < 2; f++)
+        for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += alpha * part[f].x[x];
+}
+
 __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g, int tiles_n, int tiles) {
     __shared__ gemm_smem sm;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z / tiles, tile = blockIdx.z % tiles;
@@ -150,9 +157,7 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
             const kgemm_term &tm = g.t[t];
             wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
             mma_slice_any(tm, t ? sm.in.Al : sm.in.Ah, NULL, t ? sm.in.Bl : sm.in.Bh, NULL, wr, wc, part);
-#pragma unroll
-            for (int f = 0; f < 2; f++)
-                for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
+            acc_add(acc, part, tm.alpha);
         }
     } else {
         for (int t = 0; t < g.nterms; t++) {
@@ -167,9 +172,7 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
                 mma_slice_any(tm, sm.in.Ah, tm.A.f32 ? sm.in.Al : NULL, sm.in.Bh, tm.B.f32 ? sm.in.Bl : NULL, wr, wc,
                               part);
             }
-#pragma unroll
-            for (int f = 0; f < 2; f++)
-                for (int x = 0; x < acc[f].num_elements; x++) acc[f].x[x] += tm.alpha * part[f].x[x];
+            acc_add(acc, part, tm.alpha);
         }
     }
     __syncthreads(); // Cs overlays the operand slices
