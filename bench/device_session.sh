@@ -70,6 +70,8 @@
 #   fk23: FLA's chunk_kda per kernel (ncu) at 32 x 2048 beside ours (where FLA's forward gains);
 #   p23 / p24: the pending series next-s23 / next-s24 (bench/pending/README.md; not run as such);
 #   p25: session 24's one call for next-s23, -s24, -s25 and -s26 (bench/RESULTS.md "Session 24");
+#   (p27 / p28, session 25's A/Bs of the prep's bound and the fused prep + intra kernel, are gone with
+#      their variables: bench/logs/device/2026-12-06_s25_p28_*)
 #   m24: main after session 24's merge: every native device test, the core's ncu table, the 300M
 #      step, then fk23;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
