@@ -10,7 +10,9 @@
 // operand loads), chunks 32 and 40. Outputs are
 // NaN-poisoned; dA_log/ddt_bias accumulate onto random values; a second backward must give
 // the same bits, and so must the lean form (kda_core_dims.lean: the prep rerun in the backward)
-// and b / db as the columns of a wider matrix (kda_core_dims.ldb). Without a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
+// and b / db as the columns of a wider matrix (kda_core_dims.ldb), and the state scans at each
+// width (KDA_SCAN_VT = 16, 32, 64). Without a GPU it prints "SKIP: no CUDA device" and exits 77
+// (skipped).
 #include "cuda/kda_inputs.h"
 
 // The device copies of a case's inputs (b may be a wider matrix: kda_core_dims.ldb).
@@ -122,6 +124,22 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         for (int i = 0; i < G_O; i++) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
         T_CHECK(eq, "lean: the same output and gradient bits");
         gpu_free(got), CU->free(sl);
+    }
+    { // the state scans at each width (KDA_SCAN_VT=16, 32, 64 value columns a block, both scans):
+        // the same output and gradient bits as the defaults (32 forward, 16 backward)
+        void *sw = CU->alloc(CU->kda_saved_bytes(&dg));
+        static const char *vts[] = {"16", "32", "64"};
+        for (int i = 0; i < 3; i++) {
+            setenv("KDA_SCAN_VT", vts[i], 1);
+            float *got[G_N];
+            gpu_run(&dg, &in, sw, 1, x.nb, dA0, ddt0, got);
+            unsetenv("KDA_SCAN_VT");
+            int eq = !memcmp(got[G_O], o, x.nv * 4);
+            for (int j = 0; j < G_O; j++) eq &= !memcmp(got[j], res[1][j], sz[j] * 4);
+            T_CHECK(eq, "scans with KDA_SCAN_VT=%s: the same output and gradient bits", vts[i]);
+            gpu_free(got);
+        }
+        CU->free(sw);
     }
     { // b and db as columns of a wider matrix (kda_core_dims.ldb, as the model passes them): the same
         // bits, the columns between b's rows untouched

@@ -16,7 +16,8 @@
 
 #include "backend/cuda/kda_tile.cuh"
 
-enum { SCAN_THREADS = 128 };
+// Threads a block: 4 warps at 16 or 32 value columns, 8 at 64 (the same tiles a warp).
+template <int VT> __host__ __device__ constexpr int scan_threads() { return VT == 64 ? 256 : 128; }
 
 // Stages rows [0, rows_pad) × columns [0, cols_pad) of a chunk's token-major rows (row r at
 // src + r·rstride; only r < nrows and columns < ncols are read) into dst (row pitch ld), zeros
@@ -46,7 +47,8 @@ __device__ __forceinline__ void stage_rows(T *dst, int ld, const T *src, size_t 
 struct scan_layout {
     int KP, CC, pk, pv, pf; // padded K and C; bf16 row pitches (K rows, VT columns); fp32 pitch (VT columns)
     int S, Sh, Sl, st0, st1, F, Vh, Vl, bytes; // byte offsets (shared memory is < 2^31 bytes)
-    int kg, qg, wm, um, dO, dv, gl;            // byte offsets inside a staging buffer
+    int eg;                                    // e^{Γ_last} of the chunk, two copies (fp32 [2][KP])
+    int kg, qg, wm, um, dO, dv;                // byte offsets inside a staging buffer
     int stage;                                 // bytes of one staging buffer
 };
 
@@ -66,7 +68,6 @@ template <int VT> static __host__ __device__ inline scan_layout scan_layout_of(c
     L.um = bwd ? 0 : take((size_t)L.CC * L.pv * sizeof(bf16));
     L.dO = bwd ? take((size_t)L.CC * L.pv * sizeof(bf16)) : 0;
     L.dv = bwd ? take((size_t)L.CC * L.pf * sizeof(float)) : 0;
-    L.gl = take((size_t)L.KP * sizeof(float));
     L.stage = off;
     off = 0;
     L.st0 = take(L.stage), L.st1 = take(L.stage);
@@ -76,6 +77,7 @@ template <int VT> static __host__ __device__ inline scan_layout scan_layout_of(c
     L.F = bwd ? 0 : take((size_t)L.CC * L.pf * sizeof(float));
     L.Vh = take((size_t)L.CC * L.pv * sizeof(bf16));
     L.Vl = bwd ? take((size_t)L.CC * L.pv * sizeof(bf16)) : 0;
+    L.eg = take(2 * (size_t)L.KP * sizeof(float));
     L.bytes = off;
     return L;
 }
@@ -101,24 +103,34 @@ __device__ __forceinline__ void scan_fwd_stage(unsigned char *buf, const scan_la
     stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.um), L.pv, sv.Um + row0 * s.V + v0, rsV, n, min(VT, s.V - v0), L.CC, VT);
-    stage_rows(at<float>(buf, L.gl), L.KP, sv.G + kda_row(s, b, c, h, n - 1) * s.K, 0, 1, s.K, 1, L.KP);
+}
+
+// The decay of chunk c's state, e^{Γ_last}, key column d: read by thread d (< K) an iteration
+// ahead (its load's latency hidden by that iteration's work), written to eg[c & 1] at the end of
+// it and published by the next iteration's first barrier; one expf a column, not one an element.
+__device__ __forceinline__ float chunk_glast(const kda_shape &s, const kda_saved &sv, int b, int c, int h, int d) {
+    int n = min(s.C, s.T - c * s.C);
+    return sv.G[kda_row(s, b, c, h, n - 1) * s.K + d];
 }
 
 template <int VT>
-__global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
+__global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char scan_raw[];
+    constexpr int NTH = scan_threads<VT>();
     const scan_layout L = scan_layout_of<VT>(s, false);
     int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
+    float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float *S = at<float>(scan_raw, L.S), *F = at<float>(scan_raw, L.F);
     bf16 *Sh = at<bf16>(scan_raw, L.Sh), *Vh = at<bf16>(scan_raw, L.Vh);
     float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
-    for (int e = tid; e < KP * VT; e += SCAN_THREADS) {
+    for (int e = tid; e < KP * VT; e += NTH) {
         int d = e / VT, v = e % VT;
         S[d * L.pf + v] = Sg && d < K && v0 + v < V ? Sg[(size_t)d * V + v0 + v] : 0.0f;
     }
     scan_fwd_stage<VT>(stage_buf(scan_raw, L, 0), L, s, sv, b, 0, h, v0);
+    if (tid < K) eg[tid] = expf(chunk_glast(s, sv, b, 0, h, tid));
     for (int c = 0; c < s.NT; c++) {
         unsigned char *cur = stage_buf(scan_raw, L, c);
         int n = min(s.C, s.T - c * s.C);
@@ -126,18 +138,19 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
         cp_async_wait_all();
         __syncthreads(); // chunk c staged; the previous chunk's update of S done; the other buffer free
         if (c + 1 < s.NT) scan_fwd_stage<VT>(stage_buf(scan_raw, L, c + 1), L, s, sv, b, c + 1, h, v0);
-        const float *gl = at<float>(cur, L.gl);
-        for (int e = tid; e < KP * VT; e += SCAN_THREADS) { // the snapshot h_c, then S ← e^{Γ_last}⊙S
+        float gnext = c + 1 < s.NT && tid < K ? chunk_glast(s, sv, b, c + 1, h, tid) : 0.0f;
+        const float *ec = eg + (c & 1) * KP;
+        for (int e = tid; e < KP * VT; e += NTH) { // the snapshot h_c, then S ← e^{Γ_last}⊙S
             int d = e / VT, v = e % VT;
             float x = S[d * L.pf + v];
             bf16 hb = f2bf(x);
             Sh[d * L.pv + v] = hb;
             if (d < K && v0 + v < V) sv.h[(ch * K + d) * V + v0 + v] = hb;
-            S[d * L.pf + v] = d < K ? expf(gl[d]) * x : 0.0f;
+            S[d * L.pf + v] = d < K ? ec[d] * x : 0.0f;
         }
         __syncthreads();
         const bf16 *wm = at<bf16>(cur, L.wm), *kg = at<bf16>(cur, L.kg), *um = at<bf16>(cur, L.um);
-        for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // Vn = bf16(Um − Wm·h_c)
+        for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // Vn = bf16(Um − Wm·h_c)
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
             wmma::fill_fragment(acc, 0.0f);
@@ -156,7 +169,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
             }
         }
         __syncthreads();
-        for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // S += kgᵀ·Vn
+        for (int t = warp; t < (KP / 16) * (VT / 16); t += NTH / 32) { // S += kgᵀ·Vn
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
             acc_load(acc, S + i0 * L.pf + j0, L.pf);
@@ -164,10 +177,11 @@ __global__ void __launch_bounds__(SCAN_THREADS) kda_scan_fwd_kernel(kda_shape s,
             tile_mma<true, false>(acc, p, i0, j0);
             acc_store(S + i0 * L.pf + j0, acc, L.pf);
         }
+        if (c + 1 < s.NT && tid < K) eg[((c + 1) & 1) * KP + tid] = expf(gnext);
     }
     if (Sg) {
         __syncthreads();
-        for (int e = tid; e < K * VT; e += SCAN_THREADS) {
+        for (int e = tid; e < K * VT; e += NTH) {
             int d = e / VT, v = e % VT;
             if (v0 + v < V) Sg[(size_t)d * V + v0 + v] = S[d * L.pf + v];
         }
@@ -186,23 +200,25 @@ __device__ __forceinline__ void scan_bwd_stage(unsigned char *buf, const scan_la
     stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.dO), L.pv, dO + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
     stage_rows(at<float>(buf, L.dv), L.pf, dVn + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
-    stage_rows(at<float>(buf, L.gl), L.KP, sv.G + kda_row(s, b, c, h, n - 1) * s.K, 0, 1, s.K, 1, L.KP);
 }
 
 // dVn: on entry Aqkᵀ·dO (B1's first term), on exit the whole of B1; dh: the snapshots dS_c.
 template <int VT>
-__global__ void __launch_bounds__(SCAN_THREADS)
+__global__ void __launch_bounds__(scan_threads<VT>())
     kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, float *dVn, bf16 *dh) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char scan_raw[];
+    constexpr int NTH = scan_threads<VT>();
     const scan_layout L = scan_layout_of<VT>(s, true);
     int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
+    float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     float *dS = at<float>(scan_raw, L.S);
     bf16 *dSh = at<bf16>(scan_raw, L.Sh), *dSl = at<bf16>(scan_raw, L.Sl);
     bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
-    for (int e = tid; e < KP * VT; e += SCAN_THREADS) dS[(e / VT) * L.pf + e % VT] = 0.0f; // dS_final = 0
+    for (int e = tid; e < KP * VT; e += NTH) dS[(e / VT) * L.pf + e % VT] = 0.0f; // dS_final = 0
     scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, s, sv, dO, dVn, b, s.NT - 1, h, v0);
+    if (tid < K) eg[((s.NT - 1) & 1) * KP + tid] = expf(chunk_glast(s, sv, b, s.NT - 1, h, tid));
     for (int c = s.NT - 1; c >= 0; c--) {
         unsigned char *cur = stage_buf(scan_raw, L, c);
         int n = min(s.C, s.T - c * s.C);
@@ -210,20 +226,21 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         cp_async_wait_all();
         __syncthreads(); // chunk c staged; the previous chunk's update of dS done; the other buffer free
         if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, s, sv, dO, dVn, b, c - 1, h, v0);
-        const float *gl = at<float>(cur, L.gl);
-        for (int e = tid; e < KP * VT; e += SCAN_THREADS) { // the snapshot dh_c, dS as hi + lo, then decay
+        float gnext = c > 0 && tid < K ? chunk_glast(s, sv, b, c - 1, h, tid) : 0.0f;
+        const float *ec = eg + (c & 1) * KP;
+        for (int e = tid; e < KP * VT; e += NTH) { // the snapshot dh_c, dS as hi + lo, then decay
             int d = e / VT, v = e % VT;
             float x = dS[d * L.pf + v];
             bf16 hb = f2bf(x);
             dSh[d * L.pv + v] = hb, dSl[d * L.pv + v] = f2bf(x - bf2f(hb));
             if (d < K && v0 + v < V) dh[(ch * K + d) * V + v0 + v] = hb;
-            dS[d * L.pf + v] = d < K ? expf(gl[d]) * x : 0.0f;
+            dS[d * L.pf + v] = d < K ? ec[d] * x : 0.0f;
         }
         __syncthreads();
         const bf16 *kg = at<bf16>(cur, L.kg), *qg = at<bf16>(cur, L.qg), *wm = at<bf16>(cur, L.wm);
         const bf16 *dOs = at<bf16>(cur, L.dO);
         float *dv = at<float>(cur, L.dv);
-        for (int t = warp; t < (CC / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B1: dVn += kg·dS
+        for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // B1: dVn += kg·dS
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
             acc_load(acc, dv + i0 * L.pf + j0, L.pf);
@@ -240,7 +257,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
             }
         }
         __syncthreads();
-        for (int t = warp; t < (KP / 16) * (VT / 16); t += SCAN_THREADS / 32) { // B3
+        for (int t = warp; t < (KP / 16) * (VT / 16); t += NTH / 32) { // B3
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, a, bq;
             acc_load(acc, dS + i0 * L.pf + j0, L.pf);
@@ -252,16 +269,19 @@ __global__ void __launch_bounds__(SCAN_THREADS)
             for (int x = 0; x < acc.num_elements; x++) acc.x[x] += s.scale * a.x[x] - bq.x[x];
             acc_store(dS + i0 * L.pf + j0, acc, L.pf);
         }
+        if (c > 0 && tid < K) eg[((c - 1) & 1) * KP + tid] = expf(gnext);
     }
 }
 
 // ---- launches ----
-// Value columns per block: 16 or 32 (KDA_SCAN_VT; default 32 for the forward, 16 for the
-// backward, whose staged operands take twice the shared memory). Both must fit the GPU.
+// Value columns per block: 16, 32 or 64 (KDA_SCAN_VT; default 32 for the forward, 16 for the
+// backward, whose staged operands take twice the shared memory), narrower where a block would not
+// fit the GPU. The width changes no sum: every element's products run over the same terms in the
+// same order (the same bits; test_cuda_kda compares them).
 static int scan_vt(int dflt) {
     const char *e = getenv("KDA_SCAN_VT");
     int v = e && *e ? atoi(e) : dflt;
-    return v == 16 ? 16 : 32;
+    return v == 16 || v == 64 ? v : 32;
 }
 
 template <int VT, typename Kern, typename... Args>
@@ -271,20 +291,34 @@ static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the state scan; this GPU allows less",
               s.K, s.V, smem);
     CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kern<<<dim3((s.V + VT - 1) / VT, s.H, s.B), SCAN_THREADS, smem, cu_stream>>>(args...);
+    kern<<<dim3((s.V + VT - 1) / VT, s.H, s.B), scan_threads<VT>(), smem, cu_stream>>>(args...);
     CU_LAUNCHED();
 }
 
+// The widest of vt, 32, 16 whose block fits this GPU's shared memory (64 does not for the
+// backward at K = V = 128).
+static int scan_fit_vt(const kda_shape &s, bool bwd, int vt) {
+    if (vt == 64 && !cu_smem_fits(scan_layout_of<64>(s, bwd).bytes)) vt = 32;
+    if (vt == 32 && !cu_smem_fits(scan_layout_of<32>(s, bwd).bytes)) vt = 16;
+    return vt;
+}
+
 void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio) {
-    if (scan_vt(32) == 16)
+    int vt = scan_fit_vt(s, false, scan_vt(32));
+    if (vt == 16)
         launch_scan<16>(kda_scan_fwd_kernel<16>, s, false, s, sv, Sio);
+    else if (vt == 64)
+        launch_scan<64>(kda_scan_fwd_kernel<64>, s, false, s, sv, Sio);
     else
         launch_scan<32>(kda_scan_fwd_kernel<32>, s, false, s, sv, Sio);
 }
 
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh) {
-    if (scan_vt(16) == 16)
+    int vt = scan_fit_vt(s, true, scan_vt(16));
+    if (vt == 16)
         launch_scan<16>(kda_scan_bwd_kernel<16>, s, true, s, sv, dO, dVn, dh);
+    else if (vt == 64)
+        launch_scan<64>(kda_scan_bwd_kernel<64>, s, true, s, sv, dO, dVn, dh);
     else
         launch_scan<32>(kda_scan_bwd_kernel<32>, s, true, s, sv, dO, dVn, dh);
 }
