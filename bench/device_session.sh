@@ -72,6 +72,7 @@
 #   p25: session 24's one call for next-s23, -s24, -s25 and -s26 (bench/RESULTS.md "Session 24");
 #   (p27 / p28, session 25's A/Bs of the prep's bound and the fused prep + intra kernel, are gone with
 #      their variables: bench/logs/device/2026-12-06_s25_p28_*)
+#   s29: next/s29: the scans at 64 value columns a block (A/B) and one expf a column;
 #   m24: main after session 24's merge: every native device test, the core's ncu table, the 300M
 #      step, then fk23;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
@@ -421,6 +422,34 @@ fk23) # FLA's chunk_kda kernel by kernel (ncu) at 32 x 2048 beside ours: FLA's f
         python3 bench/ncu_summary.py "$OUTDIR/ncu_fla_kda.csv" | head -32
         lap "ncu FLA chunk_kda, one forward + backward"
     fi
+    ;;
+s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_SCAN_VT=64, an A/B)
+    # and one expf a key column (the same bits); this build = next/s29, kda_base = main's kda.
+    # Few files in $OUT (the device tool returns only so many)
+    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
+        "native device tests (core, step, decode, memcheck, racecheck)"
+    grep -E "FAIL|KDA_SCAN_VT" "$OUTDIR/device_log_native.txt" | head -12
+    echo "== same_bits.sh: main (kda_base) against this build, then with KDA_SCAN_VT=64"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
+    printf '#!/bin/sh\nKDA_SCAN_VT=64 exec %s "$@"\n' "$PWD/$N/kda" > /tmp/kda_ab
+    chmod +x /tmp/kda_ab
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
+    lap "tests, same bits"
+    for vt in "" 32 64; do
+        echo "== ncu, the core at 32 x 2048, KDA_SCAN_VT=${vt:-default (32 forward, 16 backward)}"
+        KDA_SCAN_VT=$vt ncu_kda_kernels
+        rm -f "$OUTDIR/ncu_kda.csv"
+    done
+    for vt in "" 64 "" 64; do
+        echo "== KDA core, KDA_SCAN_VT=${vt:-default}"
+        KDA_SCAN_VT=$vt timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
+    done
+    lap "core, scan widths"
+    for k in "kda_base " "kda " "kda 64" "kda_base " "kda " "kda 64"; do
+        set -- $k
+        KDA_SCAN_VT=${2:-} bench300 $N/$1 "300M 32x2048, selective, $1, KDA_SCAN_VT=${2:-default}" ""
+    done
+    lap "300M steps"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the
