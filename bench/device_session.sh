@@ -423,8 +423,9 @@ fk23) # FLA's chunk_kda kernel by kernel (ncu) at 32 x 2048 beside ours: FLA's f
         lap "ncu FLA chunk_kda, one forward + backward"
     fi
     ;;
-s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_SCAN_VT=64, an A/B)
-    # and one expf a key column (the same bits); this build = next/s29, kda_base = main's kda.
+s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_SCAN_VT=64, an A/B),
+    # one expf a key column and the backward's dVn rows in one buffer (the same bits); this build =
+    # next/s29, kda_base / bench_kda_base = main's.
     # Few files in $OUT (the device tool returns only so many)
     KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
         "native device tests (core, step, decode, memcheck, racecheck)"
@@ -435,13 +436,22 @@ s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_S
     chmod +x /tmp/kda_ab
     timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
     lap "tests, same bits"
+    echo "== ncu, the core at 32 x 2048, main (bench_kda_base)"
+    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
+    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
     for vt in "" 32 64; do
-        echo "== ncu, the core at 32 x 2048, KDA_SCAN_VT=${vt:-default (32 forward, 16 backward)}"
+        echo "== ncu, the core at 32 x 2048, this build, KDA_SCAN_VT=${vt:-default (32 forward, 16 backward)}"
         KDA_SCAN_VT=$vt ncu_kda_kernels
         rm -f "$OUTDIR/ncu_kda.csv"
     done
-    for vt in "" 64 "" 64; do
-        echo "== KDA core, KDA_SCAN_VT=${vt:-default}"
+    for vt in base "" 64 base "" 64; do
+        if [ "$vt" = base ]; then
+            echo "== KDA core, main (bench_kda_base)"
+            timeout 60 $N/bench_kda_base 16 32 64 | grep "^ours"
+            continue
+        fi
+        echo "== KDA core, this build, KDA_SCAN_VT=${vt:-default}"
         KDA_SCAN_VT=$vt timeout 60 $N/bench_kda_cuda 16 32 64 | grep "^ours"
     done
     lap "core, scan widths"

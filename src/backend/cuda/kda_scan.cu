@@ -48,7 +48,8 @@ struct scan_layout {
     int KP, CC, pk, pv, pf; // padded K and C; bf16 row pitches (K rows, VT columns); fp32 pitch (VT columns)
     int S, Sh, Sl, st0, st1, F, Vh, Vl, bytes; // byte offsets (shared memory is < 2^31 bytes)
     int eg;                                    // e^{Γ_last} of the chunk, two copies (fp32 [2][KP])
-    int kg, qg, wm, um, dO, dv;                // byte offsets inside a staging buffer
+    int dv;                                    // the backward's dVn rows (one copy: see kda_scan_bwd_kernel)
+    int kg, qg, wm, um, dO;                    // byte offsets inside a staging buffer
     int stage;                                 // bytes of one staging buffer
 };
 
@@ -67,11 +68,11 @@ template <int VT> static __host__ __device__ inline scan_layout scan_layout_of(c
     L.qg = bwd ? take(rows_k) : 0;
     L.um = bwd ? 0 : take((size_t)L.CC * L.pv * sizeof(bf16));
     L.dO = bwd ? take((size_t)L.CC * L.pv * sizeof(bf16)) : 0;
-    L.dv = bwd ? take((size_t)L.CC * L.pf * sizeof(float)) : 0;
     L.stage = off;
     off = 0;
     L.st0 = take(L.stage), L.st1 = take(L.stage);
     L.S = take((size_t)L.KP * L.pf * sizeof(float));
+    L.dv = bwd ? take((size_t)L.CC * L.pf * sizeof(float)) : 0;
     L.Sh = take((size_t)L.KP * L.pv * sizeof(bf16));
     L.Sl = bwd ? take((size_t)L.KP * L.pv * sizeof(bf16)) : 0;
     L.F = bwd ? 0 : take((size_t)L.CC * L.pf * sizeof(float));
@@ -191,15 +192,20 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
 // ---- backward: grid (ceil(V/VT), H, B) ----
 template <int VT>
 __device__ __forceinline__ void scan_bwd_stage(unsigned char *buf, const scan_layout &L, const kda_shape &s,
-                                               const kda_saved &sv, const bf16 *dO, const float *dVn, int b, int c,
-                                               int h, int v0) {
+                                               const kda_saved &sv, const bf16 *dO, int b, int c, int h, int v0) {
     int n = min(s.C, s.T - c * s.C), vn = min(VT, s.V - v0);
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * s.K, rsV = (size_t)s.H * s.V;
     stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.dO), L.pv, dO + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
-    stage_rows(at<float>(buf, L.dv), L.pf, dVn + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
+}
+// Chunk c's rows of dVn (Aqkᵀ·dO) into the one dv buffer.
+template <int VT>
+__device__ __forceinline__ void scan_bwd_stage_dv(float *dv, const scan_layout &L, const kda_shape &s,
+                                                  const float *dVn, int b, int c, int h, int v0) {
+    int n = min(s.C, s.T - c * s.C), vn = min(VT, s.V - v0);
+    stage_rows(dv, L.pf, dVn + kda_row(s, b, c, h, 0) * s.V + v0, (size_t)s.H * s.V, n, vn, L.CC, VT);
 }
 
 // dVn: on entry Aqkᵀ·dO (B1's first term), on exit the whole of B1; dh: the snapshots dS_c.
@@ -217,7 +223,9 @@ __global__ void __launch_bounds__(scan_threads<VT>())
     bf16 *dSh = at<bf16>(scan_raw, L.Sh), *dSl = at<bf16>(scan_raw, L.Sl);
     bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
     for (int e = tid; e < KP * VT; e += NTH) dS[(e / VT) * L.pf + e % VT] = 0.0f; // dS_final = 0
-    scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, s, sv, dO, dVn, b, s.NT - 1, h, v0);
+    float *dv = at<float>(scan_raw, L.dv);
+    scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, s, sv, dO, b, s.NT - 1, h, v0);
+    scan_bwd_stage_dv<VT>(dv, L, s, dVn, b, s.NT - 1, h, v0);
     if (tid < K) eg[((s.NT - 1) & 1) * KP + tid] = expf(chunk_glast(s, sv, b, s.NT - 1, h, tid));
     for (int c = s.NT - 1; c >= 0; c--) {
         unsigned char *cur = stage_buf(scan_raw, L, c);
@@ -225,7 +233,7 @@ __global__ void __launch_bounds__(scan_threads<VT>())
         size_t ch = kda_chunk(s, b, c, h), row0 = kda_row(s, b, c, h, 0);
         cp_async_wait_all();
         __syncthreads(); // chunk c staged; the previous chunk's update of dS done; the other buffer free
-        if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, s, sv, dO, dVn, b, c - 1, h, v0);
+        if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, s, sv, dO, b, c - 1, h, v0);
         float gnext = c > 0 && tid < K ? chunk_glast(s, sv, b, c - 1, h, tid) : 0.0f;
         const float *ec = eg + (c & 1) * KP;
         for (int e = tid; e < KP * VT; e += NTH) { // the snapshot dh_c, dS as hi + lo, then decay
@@ -239,7 +247,6 @@ __global__ void __launch_bounds__(scan_threads<VT>())
         __syncthreads();
         const bf16 *kg = at<bf16>(cur, L.kg), *qg = at<bf16>(cur, L.qg), *wm = at<bf16>(cur, L.wm);
         const bf16 *dOs = at<bf16>(cur, L.dO);
-        float *dv = at<float>(cur, L.dv);
         for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // B1: dVn += kg·dS
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc;
@@ -257,6 +264,9 @@ __global__ void __launch_bounds__(scan_threads<VT>())
             }
         }
         __syncthreads();
+        // dv is free until the next chunk's B1: its rows load meanwhile (B3, the next snapshot), so
+        // it needs one buffer, not two (2 blocks an SM at 64 value columns, K = 32)
+        if (c > 0) scan_bwd_stage_dv<VT>(dv, L, s, dVn, b, c - 1, h, v0);
         for (int t = warp; t < (KP / 16) * (VT / 16); t += NTH / 32) { // B3
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, a, bq;
