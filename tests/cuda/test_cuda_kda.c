@@ -126,7 +126,7 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         gpu_free(got), CU->free(sl);
     }
     { // the state scans at each width (KDA_SCAN_VT=16, 32, 64 value columns a block, both scans):
-        // the same output and gradient bits as the defaults (32 forward, 16 backward)
+        // the same output and gradient bits as the default widths (for these shapes 32 forward, 16 backward)
         void *sw = CU->alloc(CU->kda_saved_bytes(&dg));
         static const char *vts[] = {"16", "32", "64"};
         for (int i = 0; i < 3; i++) {

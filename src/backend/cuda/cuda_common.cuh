@@ -45,6 +45,8 @@ size_t cu_scratch_reserve(size_t bytes);
 // Whether a kernel that needs this much dynamic shared memory per block can run on the current
 // GPU (its opt-in limit).
 bool cu_smem_fits(size_t smem_bytes);
+// The current GPU's SM count.
+int cu_sm_count(void);
 // What each op asks cu_scratch for (the ops size their requests with these; the memory plan's
 // scratch_bytes takes the largest over a training step). Host arithmetic: no device needed.
 size_t cu_lm_head_ce_scratch_bytes(int N, int NV);

@@ -27,6 +27,16 @@ bool cu_smem_fits(size_t smem_bytes) {
     return smem_bytes <= (size_t)limit;
 }
 
+int cu_sm_count(void) {
+    static int sms = -1;
+    if (sms < 0) {
+        int dev = 0;
+        CU_CHECK(cudaGetDevice(&dev));
+        CU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    return sms;
+}
+
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
 
 void *cu_scratch(size_t bytes) {
