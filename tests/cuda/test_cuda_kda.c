@@ -129,11 +129,17 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         // the same output and gradient bits as the default widths (for these shapes 32 forward, 16 backward)
         void *sw = CU->alloc(CU->kda_saved_bytes(&dg));
         static const char *vts[] = {"16", "32", "64"};
+        const char *outer = getenv("KDA_SCAN_VT"); // restored after: a width set for the whole run
+        char keep[8] = "";
+        if (outer) snprintf(keep, sizeof keep, "%s", outer);
         for (int i = 0; i < 3; i++) {
             setenv("KDA_SCAN_VT", vts[i], 1);
             float *got[G_N];
             gpu_run(&dg, &in, sw, 1, x.nb, dA0, ddt0, got);
-            unsetenv("KDA_SCAN_VT");
+            if (outer)
+                setenv("KDA_SCAN_VT", keep, 1);
+            else
+                unsetenv("KDA_SCAN_VT");
             int eq = !memcmp(got[G_O], o, x.nv * 4);
             for (int j = 0; j < G_O; j++) eq &= !memcmp(got[j], res[1][j], sz[j] * 4);
             T_CHECK(eq, "scans with KDA_SCAN_VT=%s: the same output and gradient bits", vts[i]);
@@ -174,8 +180,9 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
 
 int main(void) {
     cu_test_start("test_cuda_kda");
-    if (getenv("KDA_CUDA_SMALL")) { // one small case, for compute-sanitizer
-        run_case(1, 100, 2, 32, 64, 64);
+    if (getenv("KDA_CUDA_SMALL")) { // one small case, for compute-sanitizer: 4 chunks, a partial last one,
+        // so that the scans' double buffers are each rewritten after being read
+        run_case(1, 200, 2, 32, 64, 64);
         return t_done("test_cuda_kda");
     }
     run_case(2, 200, 3, 32, 64, 64);   // this model's heads, partial last chunk

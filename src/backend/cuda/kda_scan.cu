@@ -18,6 +18,8 @@
 
 // Threads a block: 4 warps at 16 or 32 value columns, 8 at 64 (the same tiles a warp).
 template <int VT> __host__ __device__ constexpr int scan_threads() { return VT == 64 ? 256 : 128; }
+// Thread d < K takes key column d's decay (chunk_glast): every block has at least K threads.
+static_assert(KDA_MAX_KV <= scan_threads<16>(), "the scans need a thread per key column");
 
 // Stages rows [0, rows_pad) × columns [0, cols_pad) of a chunk's token-major rows (row r at
 // src + r·rstride; only r < nrows and columns < ncols are read) into dst (row pitch ld), zeros
@@ -312,8 +314,9 @@ static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
     CU_LAUNCHED();
 }
 
-// The widest of vt, 32, 16 whose block fits this GPU's shared memory (64 does not for the
-// backward at K = V = 128).
+// The widest of vt, 32, 16 whose block fits this GPU's shared memory (at K = V = 128 the backward
+// at 64 takes 226 KiB: it fits a Hopper SM once, not measured; an A100 takes 32 forward, 16
+// backward there).
 static int scan_fit_vt(const kda_shape &s, bool bwd, int vt) {
     if (vt == 64 && !cu_smem_fits(scan_layout_of<64>(s, bwd).bytes)) vt = 32;
     if (vt == 32 && !cu_smem_fits(scan_layout_of<32>(s, bwd).bytes)) vt = 16;
