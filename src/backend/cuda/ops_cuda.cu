@@ -17,24 +17,24 @@ int *cu_err_flag;
 static void *scratch_ptr;
 static size_t scratch_size;
 
-bool cu_smem_fits(size_t smem_bytes) {
-    static int limit = -1;
-    if (limit < 0) {
+// A device attribute of the current GPU, read once into *cache (-1 until then; one GPU a process).
+static int device_attr_once(cudaDeviceAttr attr, int *cache) {
+    if (*cache < 0) {
         int dev = 0;
         CU_CHECK(cudaGetDevice(&dev));
-        CU_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        CU_CHECK(cudaDeviceGetAttribute(cache, attr, dev));
     }
-    return smem_bytes <= (size_t)limit;
+    return *cache;
+}
+
+bool cu_smem_fits(size_t smem_bytes) {
+    static int limit = -1;
+    return smem_bytes <= (size_t)device_attr_once(cudaDevAttrMaxSharedMemoryPerBlockOptin, &limit);
 }
 
 int cu_sm_count(void) {
     static int sms = -1;
-    if (sms < 0) {
-        int dev = 0;
-        CU_CHECK(cudaGetDevice(&dev));
-        CU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    }
-    return sms;
+    return device_attr_once(cudaDevAttrMultiProcessorCount, &sms);
 }
 
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
