@@ -323,22 +323,23 @@ static int scan_fit_vt(const kda_shape &s, bool bwd, int vt) {
     return vt;
 }
 
-void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio) {
-    int vt = scan_fit_vt(s, false, scan_vt(s, 32));
+// The scan of width vt (16, 32 or 64), given the kernel's three instantiations.
+template <typename Kern, typename... Args>
+static void launch_scan_at(int vt, Kern k16, Kern k32, Kern k64, const kda_shape &s, bool bwd, Args... args) {
     if (vt == 16)
-        launch_scan<16>(kda_scan_fwd_kernel<16>, s, false, s, sv, Sio);
+        launch_scan<16>(k16, s, bwd, args...);
     else if (vt == 64)
-        launch_scan<64>(kda_scan_fwd_kernel<64>, s, false, s, sv, Sio);
+        launch_scan<64>(k64, s, bwd, args...);
     else
-        launch_scan<32>(kda_scan_fwd_kernel<32>, s, false, s, sv, Sio);
+        launch_scan<32>(k32, s, bwd, args...);
+}
+
+void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio) {
+    launch_scan_at(scan_fit_vt(s, false, scan_vt(s, 32)), kda_scan_fwd_kernel<16>, kda_scan_fwd_kernel<32>,
+                   kda_scan_fwd_kernel<64>, s, false, s, sv, Sio);
 }
 
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh) {
-    int vt = scan_fit_vt(s, true, scan_vt(s, 16));
-    if (vt == 16)
-        launch_scan<16>(kda_scan_bwd_kernel<16>, s, true, s, sv, dO, dVn, dh);
-    else if (vt == 64)
-        launch_scan<64>(kda_scan_bwd_kernel<64>, s, true, s, sv, dO, dVn, dh);
-    else
-        launch_scan<32>(kda_scan_bwd_kernel<32>, s, true, s, sv, dO, dVn, dh);
+    launch_scan_at(scan_fit_vt(s, true, scan_vt(s, 16)), kda_scan_bwd_kernel<16>, kda_scan_bwd_kernel<32>,
+                   kda_scan_bwd_kernel<64>, s, true, s, sv, dO, dVn, dh);
 }
