@@ -157,12 +157,6 @@ __global__ void __launch_bounds__(128)
 enum { ST_S = 64, ST_D = 8, ST_RING = 16, STF_X = 64 };
 static_assert((int)ST_D < (int)ST_RING, "the ring holds the row being read and the D rows in flight");
 
-// 16 bytes global -> shared, or 16 zeros when !ok (src_size 0; gmem is not read)
-__device__ __forceinline__ void cp_async16_or_zero(void *smem, const void *gmem, bool ok) {
-    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
-}
-
 // A thread's stream of rows r = 0 .. end − 1: row r at byte address a0 + r·step, loaded for
 // low <= r < lim (zeros otherwise; then base is passed, not read); copy() asks for the next row
 // into ring slot `slot` (the caller's compile-time r % ST_RING) and past the end asks for nothing,
