@@ -73,6 +73,7 @@
 #   (p27 / p28, session 25's A/Bs of the prep's bound and the fused prep + intra kernel, are gone with
 #      their variables: bench/logs/device/2026-12-06_s25_p28_*)
 #   s29: next/s29: the scans at 64 value columns a block (A/B) and one expf a column;
+#   s30: next/s30: β·v not stored, staged from v by its readers (the same bits);
 #   m24: main after session 24's merge: every native device test, the core's ncu table, the 300M
 #      step, then fk23;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
@@ -459,6 +460,30 @@ s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_S
         set -- $k
         KDA_SCAN_VT=${2:-} bench300 $N/$1 "300M 32x2048, selective, $1, KDA_SCAN_VT=${2:-default}" ""
     done
+    lap "300M steps"
+    ;;
+s30) # next/s30 (session 25, prepared): β·v no longer stored by the prep (its readers scale v's rows
+    # by β as they stage them: the same bits); this build = next/s30, kda_base / bench_kda_base = main's
+    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
+        "native device tests (core, step, decode, memcheck, racecheck)"
+    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
+    echo "== same_bits.sh: main (kda_base) against this build, then with KDA_CORE_UNFUSED=1 (the scaled view)"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
+    printf '#!/bin/sh\nKDA_CORE_UNFUSED=1 exec %s "$@"\n' "$PWD/$N/kda" > /tmp/kda_ab
+    chmod +x /tmp/kda_ab
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
+    lap "tests, same bits"
+    echo "== ncu, the core at 32 x 2048, main (bench_kda_base), then this build"
+    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
+    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
+    ncu_kda_kernels
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+        echo "== KDA core, $k"
+        timeout 60 $N/$k 16 32 64 | grep "^ours"
+    done
+    lap "core"
+    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
     lap "300M steps"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join

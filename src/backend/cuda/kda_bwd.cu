@@ -184,7 +184,8 @@ __global__ void __launch_bounds__(256, 3)
     // phase 2: dBV = Tinvᵀ·dVn, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
     smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
     smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc};
-    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, CC, VP);
+    tile_load(mvb, v + row0 * V, rsV, n, V, CC, VP);
+    tile_scale_rows(mvb, n, VP, CC, sv.beta + row0, (size_t)s.H); // β·v: bf16(β·v)
     tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
     tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
     __syncthreads();
@@ -227,7 +228,8 @@ static bool d3_fused(size_t smem_bytes) {
     return cu_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
 }
 
-static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const kda_bwd_scratch &w) {
+static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const bf16 *v,
+                           const kda_bwd_scratch &w) {
     int C = s.C, K = s.K, V = s.V;
     kgemm g = {};
     g.nterms = 1, g.M = C, g.out_f32 = 1, g.mask = KMASK_NONE;
@@ -240,7 +242,8 @@ static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *
     kda_chunk_gemm(s, g); // dWm = −dVn·hᵀ
     kgemm g2 = {};
     g2.nterms = 2, g2.M = C, g2.N = C, g2.out = w.dT, g2.out_f32 = 1, g2.out_ld = C, g2.mask = KMASK_NONE;
-    g2.t[0].A = kv_tok(w.dVn, 1, V, 0), g2.t[0].B = kv_tok(sv.vb, 0, V, 1), g2.t[0].Kd = V, g2.t[0].alpha = 1.0f;
+    g2.t[0].A = kv_tok(w.dVn, 1, V, 0), g2.t[0].B = kv_tok_scaled(v, V, 1, sv.beta), g2.t[0].Kd = V;
+    g2.t[0].alpha = 1.0f;
     g2.t[1].A = kv_tok(w.dWm, 1, K, 0), g2.t[1].B = kv_tok(sv.kb, 0, K, 1), g2.t[1].Kd = K, g2.t[1].alpha = 1.0f;
     kda_chunk_gemm(s, g2); // dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
     g.t[0].A = kv_tok(sv.Tinv, 0, C, 1), g.t[0].Kd = C, g.t[0].alpha = 1.0f;
@@ -621,7 +624,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     kda_bwd_scratch w;
     size_t bytes = bwd_layout(s, d->lean, NULL, &w, &sv);
     bwd_layout(s, d->lean, cu_scratch(bytes), &w, &sv);
-    if (d->lean) kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv); // the forward's stage 1 again: its bits
+    if (d->lean) kda_prep(s, q, k, f, b, A_log, dt_bias, sv); // the forward's stage 1 again: its bits
     int C = s.C, K = s.K, V = s.V;
     const bf16 *dO = (const bf16 *)d_o;
 
@@ -643,7 +646,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w);
         CU_LAUNCHED();
     } else {
-        d3_chunk_gemms(s, sv, dO, w);
+        d3_chunk_gemms(s, sv, dO, (const bf16 *)v, w);
         kda_b7_kernel<<<dim3(s.NT, s.H, s.B), 256, 0, cu_stream>>>(s, sv, w.dBV, (const bf16 *)v, (bf16 *)dv, w.dbv);
         CU_LAUNCHED();
     }

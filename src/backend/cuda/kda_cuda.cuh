@@ -45,13 +45,13 @@ struct kda_saved {
     float *G;           // Γ: chunk-local cumulative log-decay      [R,K]
     float *beta;        // sigmoid(b)                               [R]
     bf16 *qg, *kg, *kb; // q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ            [R,K]
-    bf16 *vb;           // β·v                                      [R,V]
+                        // (β·v is not kept: its readers scale v's rows by β as they load them)
     bf16 *Aqk, *Tinv;   // intra-chunk attention, (I+L)^-1          [R,C]
     bf16 *Wm, *Um, *Vn; // WY factors and the new values δ          [R,K], [R,V], [R,V]  (Um: scratch)
     bf16 *h;            // state at the start of each chunk         [NC,K,V]
 };
 
-// The saved buffer: the prep outputs (qn .. vb, elementwise in the inputs: 588 bytes a token and
+// The saved buffer: the prep outputs (qn .. kb, elementwise in the inputs: 460 bytes a token and
 // head at K=32, V=64), then the chunk products (Aqk .. h: 512 bytes). With lean (kda_core_dims.lean)
 // the prep outputs are not kept: the forward writes them into its scratch, the backward reruns
 // the prep kernel into its own (the same kernel on the same inputs: the same bits).
@@ -60,7 +60,6 @@ static inline void kda_carve_prep(const kda_shape &s, cu_carve &c, kda_saved *o)
     o->rq = c.take<float>(s.R), o->rk = c.take<float>(s.R);
     o->G = c.take<float>(s.R * s.K), o->beta = c.take<float>(s.R);
     o->qg = c.take<bf16>(s.R * s.K), o->kg = c.take<bf16>(s.R * s.K), o->kb = c.take<bf16>(s.R * s.K);
-    o->vb = c.take<bf16>(s.R * s.V);
 }
 static inline void kda_carve_chunk(const kda_shape &s, cu_carve &c, kda_saved *o) {
     o->Aqk = c.take<bf16>(s.R * s.C), o->Tinv = c.take<bf16>(s.R * s.C);
@@ -147,14 +146,20 @@ struct kview {
     int ld;    // row length of the stored matrix
     int srows; // rows per chunk for KV_STATE
     int trans; // use the stored matrix transposed
+    const float *rscale; // KV_TOK only, or NULL: token row i scaled by rscale[i] before rounding ([R])
 };
 
 static inline kview kv_tok(const void *p, int f32, int ld, int trans) {
-    kview v = {p, f32, KV_TOK, ld, 0, trans};
+    kview v = {p, f32, KV_TOK, ld, 0, trans, NULL};
+    return v;
+}
+// A bf16 token-row view whose rows are scaled by a per-row fp32 factor (β·v from v and β).
+static inline kview kv_tok_scaled(const void *p, int ld, int trans, const float *rscale) {
+    kview v = {p, 0, KV_TOK, ld, 0, trans, rscale};
     return v;
 }
 static inline kview kv_state(const void *p, int rows, int ld, int trans) {
-    kview v = {p, 0, KV_STATE, ld, rows, trans};
+    kview v = {p, 0, KV_STATE, ld, rows, trans, NULL};
     return v;
 }
 
@@ -177,8 +182,8 @@ void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
 // The state scans (kda_scan.cu): forward, Sio as in cu_kda_fwd_chunked_state; backward, dVn
 // Aqkᵀ·dO on entry and all of B1 on exit, dh the per-chunk snapshots of dS.
 // Stage 1 of the forward (kda_fwd.cu): the prep outputs of sv from the core's inputs.
-void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, const void *f, const void *b,
-              const float *A_log, const float *dt_bias, const kda_saved &sv);
+void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, const void *b, const float *A_log,
+              const float *dt_bias, const kda_saved &sv);
 void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio);
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh);
 

@@ -1,10 +1,10 @@
 // kda_fwd.cu — chunked KDA forward on the GPU (kda-model.md §3.2, stages as listed there):
 //   1. prep   (per chunk): q,k ← l2norm (bf16 + fp32 rstd), β = sigmoid(b), Γ = chunk cumsum (warp scan) of
 //             α = −e^{A_log}·softplus(f + dt_bias) (fp32), and the bf16 GEMM operands
-//             q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ, β·v
+//             q⊙e^Γ, k⊙e^{Γ_last−Γ}, β·k⊙e^Γ (β·v is not stored: its readers scale v's rows)
 //   2. intra  (per chunk): Aqk (bf16, scaled), L (fp32), Tinv = (I+L)^-1 in fp32 by 16×16
 //             blocks (forward substitution on the diagonal blocks; bf16 store), and in the
-//   3.        same kernel the WY factors Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16)
+//   3.        same kernel the WY factors Wm = Tinv·(β·k⊙e^Γ), Um = Tinv·(β·v)   (bf16; β·v staged from v)
 //   4. scan   (kda_scan.cu; sequential over chunks): state S in fp32; snapshot h = bf16(S);
 //             Vn = bf16(Um − Wm·h); S ← e^{Γ_last}⊙S + kgᵀ·Vn
 //   5. output (chunk GEMM): O = bf16(s·qg·h + Aqk·Vn)
@@ -88,17 +88,17 @@ __device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool
 #define KDA_PREP_BOUNDS __launch_bounds__(256, 5)
 #endif
 __global__ void KDA_PREP_BOUNDS
-    kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
-                    const bf16 *__restrict__ f, const bf16 *__restrict__ bl, const float *__restrict__ A_log,
-                    const float *__restrict__ dt_bias, kda_saved sv) {
+    kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ f,
+                    const bf16 *__restrict__ bl, const float *__restrict__ A_log, const float *__restrict__ dt_bias,
+                    kda_saved sv) {
     extern __shared__ __align__(16) unsigned char prep_raw[];
     const prep_layout L = prep_layout_of(s);
     bf16 *qs = (bf16 *)prep_raw, *ks = qs + KDA_MAX_C * L.P, *fs = ks + KDA_MAX_C * L.P;
     float *Gs = (float *)(prep_raw + L.G), *betas = (float *)(prep_raw + L.bt);
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, P = L.P;
+    int n = min(s.C, s.T - c * s.C), K = s.K, P = L.P;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
+    size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K;
     bool vk = K % 8 == 0 && ((uintptr_t)q & 15) == 0 && ((uintptr_t)k & 15) == 0 && ((uintptr_t)f & 15) == 0;
     row_piece pc;
     for (int e = threadIdx.x; e < n * ((K + 7) / 8); e += blockDim.x) {
@@ -169,19 +169,6 @@ __global__ void KDA_PREP_BOUNDS
         put_piece(sv.qg + g, xq, pc.w, vo);
         put_piece(sv.kg + g, xk, pc.w, vo);
         put_piece(sv.kb + g, xb, pc.w, vo);
-    }
-    bool vv = V % 8 == 0 && ((uintptr_t)v & 15) == 0;
-    for (int e = threadIdx.x; e < n * ((V + 7) / 8); e += blockDim.x) {
-        pc.at(e, V);
-        size_t g = row0 * V + pc.r * rsV + pc.q;
-        float be = betas[pc.r], x[8];
-        if (vv && pc.w == 8) {
-            load16(v + g, x);
-        } else {
-            for (int t = 0; t < pc.w; t++) x[t] = bf2f(v[g + t]);
-        }
-        for (int t = 0; t < pc.w; t++) x[t] = be * x[t];
-        put_piece(sv.vb + g, x, pc.w, vv);
     }
 }
 
@@ -371,7 +358,7 @@ __device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
 #else
 #define KDA_INTRA_BOUNDS __launch_bounds__(256)
 #endif
-__global__ void KDA_INTRA_BOUNDS kda_intra_kernel(kda_shape s, kda_saved sv) {
+__global__ void KDA_INTRA_BOUNDS kda_intra_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ vin) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char intra_raw[];
     const intra_layout L = intra_layout_of(s);
@@ -482,7 +469,8 @@ __global__ void KDA_INTRA_BOUNDS kda_intra_kernel(kda_shape s, kda_saved sv) {
     }
     smat mkb = {(bf16 *)(intra_raw + L.kb), NULL, L.pk}, mvb = {(bf16 *)(intra_raw + L.vb), NULL, L.pv};
     tile_load(mkb, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP);
-    tile_load(mvb, sv.vb + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
+    tile_load(mvb, vin + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
+    tile_scale_rows(mvb, n, L.VP, KDA_MAX_C, betas, 1); // β·v: bf16(β·v)
     float *F = (float *)(intra_raw + L.F);
     int CC = pad16(C);
     __syncthreads();
@@ -501,12 +489,12 @@ __global__ void KDA_INTRA_BOUNDS kda_intra_kernel(kda_shape s, kda_saved sv) {
     tile_store(sv.Um + row0 * V, rsV, F, L.pf, n, V);
 }
 
-void kda_prep(const kda_shape &s, const void *q, const void *k, const void *v, const void *f, const void *b,
-              const float *A_log, const float *dt_bias, const kda_saved &sv) {
+void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, const void *b, const float *A_log,
+              const float *dt_bias, const kda_saved &sv) {
     size_t psmem = prep_layout_of(s).bytes;
     CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
     kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(
-        s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)f, (const bf16 *)b, A_log, dt_bias, sv);
+        s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)f, (const bf16 *)b, A_log, dt_bias, sv);
     CU_LAUNCHED();
 }
 
@@ -523,7 +511,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     kda_saved_layout(s, d->lean, saved, &sv);
     fwd_scratch_layout(s, d->lean, cu_scratch(cu_kda_fwd_scratch_bytes(d)), &sv);
     dim3 grid(s.NT, s.H, s.B);
-    kda_prep(s, q, k, v, f, b, A_log, dt_bias, sv);
+    kda_prep(s, q, k, f, b, A_log, dt_bias, sv);
     size_t ismem = intra_layout_of(s).bytes;
     KDA_CHECK(cu_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
@@ -533,7 +521,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
     CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
-    kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv); // Aqk, Tinv, Wm, Um
+    kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     kda_scan_fwd(s, sv, S); // h, Vn, and the final state into S when given
     kgemm go = {};

@@ -51,7 +51,7 @@ __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, 
         int rr = e / nvq, qq = (e - rr * nvq) * 8, r = R0 + rr, q = Q0 + qq;
         float x[8];
         size_t off = base + (size_t)r * rstride + q;
-        if (vec && !v.f32 && r < rmax && q + 8 <= qmax) { // bf16 as stored: a raw 16-byte copy
+        if (vec && !v.f32 && !v.rscale && r < rmax && q + 8 <= qmax) { // bf16 as stored: a raw 16-byte copy
             cp_async16(&hi[rr * pitch + qq], (const bf16 *)v.p + off);
             continue;
         }
@@ -68,6 +68,11 @@ __device__ __forceinline__ void stage_block(const kview &v, const kda_shape &s, 
                 bool ok = r < rmax && q + t < qmax;
                 x[t] = !ok ? 0.0f : v.f32 ? ((const float *)v.p)[off + t] : bf2f(((const bf16 *)v.p)[off + t]);
             }
+        }
+        if (v.rscale && r < rmax) { // a token row scaled before rounding (β·v: the bits of bf16(β·v))
+            float sc = v.rscale[kda_row(s, b, c, h, 0) + (size_t)r * s.H];
+#pragma unroll
+            for (int t = 0; t < 8; t++) x[t] = sc * x[t];
         }
         __align__(16) bf16 hv[8];
 #pragma unroll

@@ -70,6 +70,26 @@ __device__ __forceinline__ void tile_load(smat m, const T *src, size_t rstride, 
     }
 }
 
+// Scales rows [0, nrows) of a bf16 tile that tile_load just wrote (hi only) by rsc[r·rsc_stride],
+// in place: each thread takes the pieces it loaded (tile_load's walk), so no barrier is needed
+// between the two. A bf16 value is exact in fp32, so a bf16 input v gives bf16(β·v) as computed
+// from v directly (the bits the prep stored when it kept β·v).
+__device__ __forceinline__ void tile_scale_rows(smat m, int nrows, int cols_pad, int rows_pad, const float *rsc,
+                                                size_t rsc_stride) {
+    tile_walk w;
+    if (!w.init(cols_pad / 8)) return;
+    int q = w.q * 8;
+    for (int r = w.r0; r < rows_pad && r < nrows; r += w.rstep) {
+        float x[8];
+        unpack16(*(const uint4 *)&m.hi[r * m.ld + q], x);
+        float sc = rsc[r * rsc_stride];
+        __align__(16) bf16 hv[8];
+#pragma unroll
+        for (int t = 0; t < 8; t++) hv[t] = f2bf(sc * x[t]);
+        *(uint4 *)&m.hi[r * m.ld + q] = *(const uint4 *)hv;
+    }
+}
+
 // m (hi, and lo when set) ← the fp32 shared matrix F (pitch ldf, a multiple of 4), rows × cols
 // (padded sizes, cols a multiple of 8), 8 values at a time.
 __device__ __forceinline__ void tile_split(smat m, const float *F, int ldf, int rows, int cols) {
