@@ -485,6 +485,18 @@ s30) # next/s30 (session 25, prepared): β·v no longer stored by the prep (its 
     lap "core"
     for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
     lap "300M steps"
+    # test_mem_plan's table (its plans shrink without β·v): plan and peak of each row, for its update
+    for row in "300M none 16" "300M none 32" "300M selective 32" "300M selective+core_prep 32" "300M full 32" \
+        "1B none 16" "1B selective4 16"; do
+        set -- $row
+        extra=(--set recompute_granularity=${2%%+*}); [ "$2" = none ] && extra=(--set recompute_granularity=null)
+        [ "$2" = selective+core_prep ] && extra+=(--set "recompute_modules=[layernorm,conv,swiglu,gated_norm,core_prep]")
+        [ "$2" = selective4 ] && extra=(--set recompute_granularity=selective --set "recompute_modules=[layernorm,conv,swiglu,gated_norm]")
+        echo "== memory, kda-$1 $2 x $3"
+        timeout 150 $N/kda bench configs/kda-$1.yaml --device cuda --set micro_batch_size=$3 --set global_batch_size=$3 \
+            "${extra[@]}" --steps 1 --warmup 1 2>&1 | grep -E "memory planned|peak"
+    done
+    lap "memory table"
     ;;
 t22) # main as it is: issue 17's table, kda's side (then t22f: FLA's, on the same card type; join
     # the two logs with bench/step_table.py); the SM clock and power through 24 steps (are the
