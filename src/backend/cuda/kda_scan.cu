@@ -95,6 +95,26 @@ __device__ __forceinline__ unsigned char *stage_buf(unsigned char *base, const s
 template <int VT> __device__ __forceinline__ int tile_row(int t) { return (t / (VT / 16)) * 16; }
 template <int VT> __device__ __forceinline__ int tile_col(int t) { return (t % (VT / 16)) * 16; }
 
+// The per-element loops below take 8 consecutive value columns a thread (every row pitch here is
+// a multiple of 16 bytes): 16-byte shared and global accesses instead of 2- and 4-byte ones, the
+// same arithmetic per element. Global rows end at V: a piece past it is written element-wise.
+__device__ __forceinline__ void st8f(float *p, const float *x) {
+    *(float4 *)p = make_float4(x[0], x[1], x[2], x[3]), *(float4 *)(p + 4) = make_float4(x[4], x[5], x[6], x[7]);
+}
+__device__ __forceinline__ uint4 pack8(const bf16 *h) { return *(const uint4 *)h; }
+// The first min(8, w) of 8 values to global memory (16 bytes at once when all 8 fit and vec).
+template <typename T> __device__ __forceinline__ void put8(T *p, const T *x, int w, bool vec) {
+    if (vec && w >= 8) {
+        if (sizeof(T) == 2) {
+            *(uint4 *)p = *(const uint4 *)x;
+        } else {
+            *(float4 *)p = *(const float4 *)x, *(float4 *)(p + 4) = *(const float4 *)(x + 4);
+        }
+    } else {
+        for (int t = 0; t < 8 && t < w; t++) p[t] = x[t];
+    }
+}
+
 // ---- forward: grid (ceil(V/VT), H, B) ----
 // Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
 // block reads and writes only its own VT value columns.
@@ -125,6 +145,7 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
     int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
     float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    bool vecV = V % 8 == 0; // global rows of h and Vn 16-byte aligned (the saved buffer's parts are)
     float *S = at<float>(scan_raw, L.S), *F = at<float>(scan_raw, L.F);
     bf16 *Sh = at<bf16>(scan_raw, L.Sh), *Vh = at<bf16>(scan_raw, L.Vh);
     float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
@@ -143,13 +164,19 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
         if (c + 1 < s.NT) scan_fwd_stage<VT>(stage_buf(scan_raw, L, c + 1), L, s, sv, b, c + 1, h, v0);
         float gnext = c + 1 < s.NT && tid < K ? chunk_glast(s, sv, b, c + 1, h, tid) : 0.0f;
         const float *ec = eg + (c & 1) * KP;
-        for (int e = tid; e < KP * VT; e += NTH) { // the snapshot h_c, then S ← e^{Γ_last}⊙S
-            int d = e / VT, v = e % VT;
-            float x = S[d * L.pf + v];
-            bf16 hb = f2bf(x);
-            Sh[d * L.pv + v] = hb;
-            if (d < K && v0 + v < V) sv.h[(ch * K + d) * V + v0 + v] = hb;
-            S[d * L.pf + v] = d < K ? ec[d] * x : 0.0f;
+        for (int e = tid; e < KP * (VT / 8); e += NTH) { // the snapshot h_c, then S ← e^{Γ_last}⊙S
+            int d = e / (VT / 8), v = (e % (VT / 8)) * 8;
+            float x[8];
+            load8f(S + d * L.pf + v, x);
+            __align__(16) bf16 hb[8];
+#pragma unroll
+            for (int t = 0; t < 8; t++) hb[t] = f2bf(x[t]);
+            *(uint4 *)&Sh[d * L.pv + v] = pack8(hb);
+            if (d < K) put8(sv.h + (ch * K + d) * V + v0 + v, hb, V - v0 - v, vecV);
+            float g = d < K ? ec[d] : 0.0f;
+#pragma unroll
+            for (int t = 0; t < 8; t++) x[t] = d < K ? g * x[t] : 0.0f;
+            st8f(S + d * L.pf + v, x);
         }
         __syncthreads();
         const bf16 *wm = at<bf16>(cur, L.wm), *kg = at<bf16>(cur, L.kg), *um = at<bf16>(cur, L.um);
@@ -161,14 +188,15 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
             tile_mma<false, false>(acc, p, i0, j0);
             acc_store(F + i0 * L.pf + j0, acc, L.pf);
             __syncwarp();
-            for (int e = lane; e < 256; e += 32) {
-                int r = i0 + (e >> 4), v = j0 + (e & 15);
-                bf16 xb = f2bf(0.0f);
-                if (r < n) {
-                    xb = f2bf(bf2f(um[r * L.pv + v]) - F[r * L.pf + v]);
-                    if (v0 + v < V) sv.Vn[(row0 + (size_t)r * s.H) * V + v0 + v] = xb;
-                }
-                Vh[r * L.pv + v] = xb;
+            { // a lane per row half: 8 columns
+                int r = i0 + (lane >> 1), v = j0 + (lane & 1) * 8;
+                float u[8], f[8];
+                load16(um + r * L.pv + v, u), load8f(F + r * L.pf + v, f);
+                __align__(16) bf16 xb[8];
+#pragma unroll
+                for (int t = 0; t < 8; t++) xb[t] = f2bf(r < n ? u[t] - f[t] : 0.0f);
+                if (r < n) put8(sv.Vn + (row0 + (size_t)r * s.H) * V + v0 + v, xb, V - v0 - v, vecV);
+                *(uint4 *)&Vh[r * L.pv + v] = pack8(xb);
             }
         }
         __syncthreads();
@@ -221,6 +249,7 @@ __global__ void __launch_bounds__(scan_threads<VT>())
     int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
     float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    bool vecV = V % 8 == 0; // global rows of dh and dVn 16-byte aligned (the scratch's parts are)
     float *dS = at<float>(scan_raw, L.S);
     bf16 *dSh = at<bf16>(scan_raw, L.Sh), *dSl = at<bf16>(scan_raw, L.Sl);
     bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
@@ -238,13 +267,19 @@ __global__ void __launch_bounds__(scan_threads<VT>())
         if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, s, sv, dO, b, c - 1, h, v0);
         float gnext = c > 0 && tid < K ? chunk_glast(s, sv, b, c - 1, h, tid) : 0.0f;
         const float *ec = eg + (c & 1) * KP;
-        for (int e = tid; e < KP * VT; e += NTH) { // the snapshot dh_c, dS as hi + lo, then decay
-            int d = e / VT, v = e % VT;
-            float x = dS[d * L.pf + v];
-            bf16 hb = f2bf(x);
-            dSh[d * L.pv + v] = hb, dSl[d * L.pv + v] = f2bf(x - bf2f(hb));
-            if (d < K && v0 + v < V) dh[(ch * K + d) * V + v0 + v] = hb;
-            dS[d * L.pf + v] = d < K ? ec[d] * x : 0.0f;
+        for (int e = tid; e < KP * (VT / 8); e += NTH) { // the snapshot dh_c, dS as hi + lo, then decay
+            int d = e / (VT / 8), v = (e % (VT / 8)) * 8;
+            float x[8];
+            load8f(dS + d * L.pf + v, x);
+            __align__(16) bf16 hb[8], lb[8];
+#pragma unroll
+            for (int t = 0; t < 8; t++) hb[t] = f2bf(x[t]), lb[t] = f2bf(x[t] - bf2f(hb[t]));
+            *(uint4 *)&dSh[d * L.pv + v] = pack8(hb), *(uint4 *)&dSl[d * L.pv + v] = pack8(lb);
+            if (d < K) put8(dh + (ch * K + d) * V + v0 + v, hb, V - v0 - v, vecV);
+            float g = d < K ? ec[d] : 0.0f;
+#pragma unroll
+            for (int t = 0; t < 8; t++) x[t] = d < K ? g * x[t] : 0.0f;
+            st8f(dS + d * L.pf + v, x);
         }
         __syncthreads();
         const bf16 *kg = at<bf16>(cur, L.kg), *qg = at<bf16>(cur, L.qg), *wm = at<bf16>(cur, L.wm);
@@ -257,12 +292,17 @@ __global__ void __launch_bounds__(scan_threads<VT>())
             tile_mma<false, false>(acc, p, i0, j0);
             acc_store(dv + i0 * L.pf + j0, acc, L.pf);
             __syncwarp();
-            for (int e = lane; e < 256; e += 32) {
-                int r = i0 + (e >> 4), v = j0 + (e & 15);
-                float x = r < n ? dv[r * L.pf + v] : 0.0f;
-                if (r < n && v0 + v < V) dVn[(row0 + (size_t)r * s.H) * V + v0 + v] = x;
-                bf16 hb = f2bf(x);
-                Vh[r * L.pv + v] = hb, Vl[r * L.pv + v] = f2bf(x - bf2f(hb));
+            { // a lane per row half: 8 columns
+                int r = i0 + (lane >> 1), v = j0 + (lane & 1) * 8;
+                __align__(16) float x[8];
+                load8f(dv + r * L.pf + v, x);
+#pragma unroll
+                for (int t = 0; t < 8; t++) x[t] = r < n ? x[t] : 0.0f;
+                if (r < n) put8(dVn + (row0 + (size_t)r * s.H) * V + v0 + v, x, V - v0 - v, vecV);
+                __align__(16) bf16 hb[8], lb[8];
+#pragma unroll
+                for (int t = 0; t < 8; t++) hb[t] = f2bf(x[t]), lb[t] = f2bf(x[t] - bf2f(hb[t]));
+                *(uint4 *)&Vh[r * L.pv + v] = pack8(hb), *(uint4 *)&Vl[r * L.pv + v] = pack8(lb);
             }
         }
         __syncthreads();
