@@ -462,8 +462,9 @@ s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_S
     done
     lap "300M steps"
     ;;
-s30) # next/s30 (session 25, prepared): β·v no longer stored by the prep (its readers scale v's rows
-    # by β as they stage them: the same bits); this build = next/s30, kda_base / bench_kda_base = main's
+s30) # next/s31 (session 25, prepared): β·v no longer stored by the prep (its readers scale v's rows
+    # by β as they stage them) and the scans' per-element loops 8 columns a thread (both the same
+    # bits); this build = next/s31, kda_base / bench_kda_base = main's
     KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
         "native device tests (core, step, decode, memcheck, racecheck)"
     grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
