@@ -484,6 +484,17 @@ s30) # next/s31 (session 25, prepared): β·v no longer stored by the prep (its 
         timeout 60 $N/$k 16 32 64 | grep "^ours"
     done
     lap "core"
+    if command -v ncu >/dev/null; then # the scans' stall profile at 32 x 2048 (64 columns): what next
+        KDA_BENCH_ONCE=1 timeout 90 ncu --clock-control none --set full --import-source yes -k "regex:kda_scan" -c 2 \
+            -o /tmp/scans $N/bench_kda_cuda 32 > /tmp/ncu_scans.log 2>&1
+        tail -n 2 /tmp/ncu_scans.log
+        ncu --import /tmp/scans.ncu-rep --page details > "$OUTDIR/ncu_scans_details.txt" 2>&1
+        grep -E "^  [a-z_]+|Duration|Throughput|Occupancy|Registers Per|Issue Slots|Warp Cycles|Eligible" \
+            "$OUTDIR/ncu_scans_details.txt" | head -40
+        ncu --import /tmp/scans.ncu-rep --page source --csv --print-source sass 2>/dev/null |
+            gzip -c > "$OUTDIR/ncu_scans_sass.csv.gz"
+        lap "ncu full set, the scans"
+    fi
     for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
     lap "300M steps"
     # test_mem_plan's table (its plans shrink without β·v): plan and peak of each row, for its update
