@@ -126,7 +126,7 @@ static void one(const char *what, const char *const *sets, int B, int T, int bf1
     T_CHECK(live_bytes == before, "%-34s free gives every byte back (%zu left)", what, live_bytes - before);
 }
 
-// The CUDA plans of the shipped configs against the H200 logs (2026-12-05, session 17):
+// The CUDA plans of the shipped configs against an H100's log (2026-12-06, session 26):
 // planned = what `kda bench` printed as planned (kda_model_create's own count then), peak =
 // `GPU memory in use (peak)` after the steps (cudaMemGetInfo: includes the CUDA context).
 static void cuda_estimates(void) {
@@ -141,15 +141,15 @@ static void cuda_estimates(void) {
         double state, acts, peak; // GiB, as logged
         const char *log;
     } runs[] = {
-        {"configs/kda-300M.yaml", "", NULL, 16, 5.09, 19.27, 26.04, "device/2026-12-05_s17_n.txt"},
-        {"configs/kda-300M.yaml", "", NULL, 32, 5.09, 38.53, 45.30, "device/2026-12-05_s17_n.txt"},
-        {"configs/kda-300M.yaml", "selective", NULL, 32, 5.09, 22.37, 29.36, "device/2026-12-05_s17_r.txt"},
-        {"configs/kda-300M.yaml", "selective", "[layernorm,conv,swiglu,gated_norm,core_prep]", 32, 5.09, 24.78, 31.77,
-         "device/2026-12-05_s17_r.txt"},
-        {"configs/kda-300M.yaml", "full", NULL, 32, 5.09, 6.64, 13.40, "device/2026-12-05_s17_r.txt"},
-        {"configs/kda-1B.yaml", "", NULL, 16, 19.70, 50.50, 71.88, "device/2026-12-05_s17_n.txt"},
-        {"configs/kda-1B.yaml", "selective", "[layernorm,conv,swiglu,gated_norm]", 16, 19.70, 36.43, 57.82,
-         "device/2026-12-05_s17_r.txt"},
+        {"configs/kda-300M.yaml", "", NULL, 16, 5.09, 18.89, 25.69, "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-300M.yaml", "", NULL, 32, 5.09, 37.78, 44.56, "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-300M.yaml", "selective", NULL, 32, 5.09, 22.37, 29.31, "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-300M.yaml", "selective", "[layernorm,conv,swiglu,gated_norm,core_prep]", 32, 5.09, 24.78, 31.71,
+         "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-300M.yaml", "full", NULL, 32, 5.09, 6.57, 13.34, "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-1B.yaml", "", NULL, 16, 19.70, 49.50, 70.90, "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-1B.yaml", "selective", "[layernorm,conv,swiglu,gated_norm]", 16, 19.70, 35.43, 56.83,
+         "device/2026-12-06_s26_s30_session_s30.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {

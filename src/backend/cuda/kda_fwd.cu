@@ -76,12 +76,13 @@ __device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool
         for (int t = 0; t < w; t++) dst[t] = f2bf(x[t]);
 }
 
-// Bounded for 5 blocks an SM (48 registers on sm_90a, an 8-byte stack; 58 and 4 blocks without the
-// bound): the prep is held by each chunk's serial phases (the norms, the gate's warp scans, the
-// outputs), so its time follows the warps in flight an SM. Session 25, H100, 32 x 2048 (ncu):
-// 260 us without the bound, 231-235 with 5, 236-238 with 6 (40 registers, a 32-byte spill), the
-// same bits; prep and intra as one kernel gave nothing (815 us against 260 + 560). sm_80 takes
-// 48 registers with no spill; on sm_100 (not measured) the bound would spill 88 bytes, so none.
+// Bounded for 5 blocks an SM (48 registers on sm_90a; 58 and 4 blocks without the bound): the
+// prep is held by each chunk's serial phases (the norms, the gate's warp scans, the outputs), so
+// its time follows the warps in flight an SM. Session 25, H100, 32 x 2048 (ncu): 260 us without
+// the bound, 231-235 with 5, 236-238 with 6 (40 registers, a 32-byte spill), the same bits; prep
+// and intra as one kernel gave nothing (815 us against 260 + 560). Session 26: no longer storing
+// β·v, 231 -> 204 us, with a 32-byte stack on sm_90a (8 before). sm_80 takes 48 registers with no
+// spill; on sm_100 (not measured) the bound would spill 88 bytes, so none.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 #define KDA_PREP_BOUNDS __launch_bounds__(256)
 #else
