@@ -74,6 +74,10 @@
 #      their variables: bench/logs/device/2026-12-06_s25_p28_*)
 #   s29: next/s29: the scans at 64 value columns a block (A/B) and one expf a column;
 #   s30: next/s30: β·v not stored, staged from v by its readers (the same bits);
+#   s31: session 26: the forward's output and the backward's D1 taken inside the state scans (the
+#      same bits): device tests, same_bits.sh (also unfused, and at 64 scan columns), the core per
+#      kernel and in time against main, the 300M steps (32 and 16 x 2048), the 1B step, and the
+#      whole 300M step's per-kernel table (ncu) for what comes next;
 #   m24: main after session 24's merge: every native device test, the core's ncu table, the 300M
 #      step, then fk23;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
@@ -799,6 +803,41 @@ a)
     KDA_BATCHES="64 96 128" KDA_BENCH_SET=recompute_granularity=selective timeout 150 bash bench/gpu_maxbatch.sh $N configs/kda-300M.yaml
     KDA_BATCHES="32 48" KDA_BENCH_SET=recompute_granularity=selective timeout 100 bash bench/gpu_maxbatch.sh $N configs/kda-1B.yaml
     lap "largest micro-batches"
+    ;;
+s31) # session 26: O and D1 inside the scans (the same bits); kda_base / bench_kda_base = main's
+    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
+        "native device tests (core, step, decode, memcheck, racecheck)"
+    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
+    echo "== same_bits.sh: main (kda_base) against this build, then with KDA_CORE_UNFUSED=1, then KDA_SCAN_VT=64"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
+    for ab in KDA_CORE_UNFUSED=1 KDA_SCAN_VT=64; do
+        printf '#!/bin/sh\n%s exec %s "$@"\n' "$ab" "$PWD/$N/kda" > /tmp/kda_ab
+        chmod +x /tmp/kda_ab
+        timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
+    done
+    lap "tests, same bits"
+    echo "== ncu, the core at 32 x 2048, main (bench_kda_base), then this build"
+    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
+    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
+    ncu_kda_kernels
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+        echo "== KDA core, $k"
+        timeout 60 $N/$k 8 16 32 64 | grep "^ours"
+    done
+    lap "core"
+    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
+    for k in kda_base kda; do
+        echo "== 300M 16x2048, selective, $k"
+        timeout 90 $N/$k bench configs/kda-300M.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+            --steps 4 --warmup 1 | grep -E "step |phase|GPU clock"
+    done
+    lap "300M steps"
+    echo "== 1B 16x2048, selective (this build)"
+    timeout 170 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+        --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|GPU clock|memory"
+    lap "1B step"
+    ncu_step_kernels 170 45 "ncu per-kernel table of the 300M 32 x 2048 step"
     ;;
 b)
     fla_env

@@ -2,8 +2,7 @@
 // forward's saved buffer (nothing recomputed but, with kda_core_dims.lean, the prep outputs:
 // stage 1 of the forward rerun first). Working gradients are fp32 in the backend's scratch;
 // results are stored bf16 (dq, dk, dv, df, db) and fp32 (dA_log, ddt_bias, +=).
-//   D1 chunk GEMM:     dVn = Aqkᵀ·dO                                   (first term of B1)
-//   D2 reverse scan (kda_scan.cu): dh = bf16(dS) per chunk; dVn += kg·dS; dS ← B3
+//   D1 + D2 reverse scan (kda_scan.cu): dh = bf16(dS) per chunk; dVn = Aqkᵀ·dO + kg·dS; dS ← B3
 //   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
 //                      dBV = Tinvᵀ·dVn, G = Tinvᵀ·dWm, dL = −Tinvᵀ·(dTinv·Tinvᵀ) (strict lower),
 //                      dAqk = tril(dO·Vnᵀ)
@@ -625,17 +624,10 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     size_t bytes = bwd_layout(s, d->lean, NULL, &w, &sv);
     bwd_layout(s, d->lean, cu_scratch(bytes), &w, &sv);
     if (d->lean) kda_prep(s, q, k, f, b, A_log, dt_bias, sv); // the forward's stage 1 again: its bits
-    int C = s.C, K = s.K, V = s.V;
+    int K = s.K;
     const bf16 *dO = (const bf16 *)d_o;
 
-    kgemm g = {};
-    g.nterms = 1, g.M = C, g.out_f32 = 1, g.mask = KMASK_NONE;
-    g.t[0].alpha = 1.0f;
-    // D1: dVn = Aqkᵀ·dO
-    g.t[0].A = kv_tok(sv.Aqk, 0, C, 1), g.t[0].B = kv_tok(dO, 0, V, 0), g.t[0].Kd = C;
-    g.N = V, g.out = w.dVn, g.out_ld = V;
-    kda_chunk_gemm(s, g);
-    // D2
+    // D1 + D2: dVn = Aqkᵀ·dO + kg·dS and the reverse scan, in one kernel
     kda_scan_bwd(s, sv, dO, w.dVn, w.dh);
     // D3
     size_t d3smem = d3_layout_of(s).bytes;

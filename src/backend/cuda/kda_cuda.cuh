@@ -184,7 +184,7 @@ void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
 // Stage 1 of the forward (kda_fwd.cu): the prep outputs of sv from the core's inputs.
 void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, const void *b, const float *A_log,
               const float *dt_bias, const kda_saved &sv);
-void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio);
+void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio, bf16 *O);
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh);
 
 #endif

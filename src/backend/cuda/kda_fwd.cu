@@ -524,12 +524,5 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
                                   cudaSharedmemCarveoutMaxShared));
     kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
-    kda_scan_fwd(s, sv, S); // h, Vn, and the final state into S when given
-    kgemm go = {};
-    go.nterms = 2, go.M = s.C, go.N = s.V, go.out = o, go.out_f32 = 0, go.out_ld = s.V, go.mask = KMASK_NONE;
-    go.t[0].A = kv_tok(sv.qg, 0, s.K, 0), go.t[0].B = kv_state(sv.h, s.K, s.V, 0), go.t[0].Kd = s.K;
-    go.t[0].alpha = s.scale;
-    go.t[1].A = kv_tok(sv.Aqk, 0, s.C, 0), go.t[1].B = kv_tok(sv.Vn, 0, s.V, 0), go.t[1].Kd = s.C;
-    go.t[1].alpha = 1.0f;
-    kda_chunk_gemm(s, go); // O = s·qg·h + Aqk·Vn
+    kda_scan_fwd(s, sv, S, (bf16 *)o); // h, Vn, O = s·qg·h + Aqk·Vn, and the final state into S when given
 }

@@ -147,38 +147,18 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
     int tid = threadIdx.x, warp = tid >> 5, wr = (warp >> 1) * 16, wc = (warp & 1) * 32;
     facc acc[2], part[2];
     wmma::fill_fragment(acc[0], 0.0f), wmma::fill_fragment(acc[1], 0.0f);
-    // Two bf16 terms of one slice each (the forward's output, s·qg·h + Aqk·Vn): both staged at once,
-    // the second in the low-part buffers no split operand needs, so that their loads are in flight
-    // together (one wait, one barrier); each term's sum as below, in the same order: the same bits.
-    const kgemm_term &t0 = g.t[0], &t1 = g.t[1];
-    if (g.nterms == 2 && !t0.A.f32 && !t0.B.f32 && !t1.A.f32 && !t1.B.f32 && t0.Kd <= WK && t1.Kd <= WK) {
-        stage_block(t0.A, s, b, c, h, n, i0, TM, g.M, 0, WK, t0.Kd, &sm.in.Ah[0][0], NULL, AP);
-        stage_block(t0.B, s, b, c, h, n, 0, WK, t0.Kd, j0, TM, g.N, &sm.in.Bh[0][0], NULL, BP);
-        stage_block(t1.A, s, b, c, h, n, i0, TM, g.M, 0, WK, t1.Kd, &sm.in.Al[0][0], NULL, AP);
-        stage_block(t1.B, s, b, c, h, n, 0, WK, t1.Kd, j0, TM, g.N, &sm.in.Bl[0][0], NULL, BP);
-        cp_async_wait_all();
-        __syncthreads();
-        for (int t = 0; t < 2; t++) {
-            const kgemm_term &tm = g.t[t];
-            wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
-            mma_slice_any(tm, t ? sm.in.Al : sm.in.Ah, NULL, t ? sm.in.Bl : sm.in.Bh, NULL, wr, wc, part);
-            acc_add(acc, part, tm.alpha);
+    for (int t = 0; t < g.nterms; t++) {
+        const kgemm_term &tm = g.t[t];
+        wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
+        for (int k0 = 0; k0 < tm.Kd; k0 += WK) {
+            __syncthreads();
+            stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
+            stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
+            cp_async_wait_all();
+            __syncthreads();
+            mma_slice_any(tm, sm.in.Ah, tm.A.f32 ? sm.in.Al : NULL, sm.in.Bh, tm.B.f32 ? sm.in.Bl : NULL, wr, wc, part);
         }
-    } else {
-        for (int t = 0; t < g.nterms; t++) {
-            const kgemm_term &tm = g.t[t];
-            wmma::fill_fragment(part[0], 0.0f), wmma::fill_fragment(part[1], 0.0f);
-            for (int k0 = 0; k0 < tm.Kd; k0 += WK) {
-                __syncthreads();
-                stage_block(tm.A, s, b, c, h, n, i0, TM, g.M, k0, WK, tm.Kd, &sm.in.Ah[0][0], &sm.in.Al[0][0], AP);
-                stage_block(tm.B, s, b, c, h, n, k0, WK, tm.Kd, j0, TM, g.N, &sm.in.Bh[0][0], &sm.in.Bl[0][0], BP);
-                cp_async_wait_all();
-                __syncthreads();
-                mma_slice_any(tm, sm.in.Ah, tm.A.f32 ? sm.in.Al : NULL, sm.in.Bh, tm.B.f32 ? sm.in.Bl : NULL, wr, wc,
-                              part);
-            }
-            acc_add(acc, part, tm.alpha);
-        }
+        acc_add(acc, part, tm.alpha);
     }
     __syncthreads(); // Cs overlays the operand slices
     acc_store(&sm.Cs[wr][wc], acc[0], CPD);

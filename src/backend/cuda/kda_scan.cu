@@ -8,8 +8,14 @@
 // next chunk are staged by cp.async into the second of two buffers meanwhile (kda_tile.cuh's
 // layout: bf16 rows padded to multiples of 16 with zeros, so padded rows and columns of every
 // product are zero).
-//   forward:  h_c = bf16(S) (saved), Vn = bf16(Um − Wm·h_c), S ← e^{Γ_last}⊙S + kgᵀ·Vn
-//   backward: dh_c = bf16(dS) (saved), dVn += kg·dS, dS ← e^{Γ_last}⊙dS + s·qgᵀ·dO − Wmᵀ·dVn
+//   forward:  h_c = bf16(S) (saved), Vn = bf16(Um − Wm·h_c), O = s·qg·h_c + Aqk·Vn,
+//             S ← e^{Γ_last}⊙S + kgᵀ·Vn
+//   backward: dh_c = bf16(dS) (saved), dVn = Aqkᵀ·dO + kg·dS, dS ← e^{Γ_last}⊙dS + s·qgᵀ·dO − Wmᵀ·dVn
+// The output O and dVn's first term Aqkᵀ·dO are chunk-local products; they are taken here, from
+// the operands the scans hold anyway (h_c, Vn; dO), instead of by two chunk-GEMM launches that
+// read them back from global memory (the forward's output kernel and the backward's D1: 0.14 and
+// 0.11 ms at 32 x 2048 on an H100). Their sums are kda_chunk_gemm's, term by term in its order
+// (acc = 0 + alpha·part per term), so the bits are those of the chunk GEMMs they replace.
 // Operands that are bf16 values (Wm, kg, qg, Um, dO, the snapshot h_c, Vn) enter the MMAs as they
 // are; the fp32 ones (dS, dVn) as bf16 hi + lo pairs (kda_tile.cuh). State and accumulators are fp32.
 #include <stdlib.h>
@@ -51,13 +57,15 @@ struct scan_layout {
     int S, Sh, Sl, st0, st1, F, Vh, Vl, bytes; // byte offsets (shared memory is < 2^31 bytes)
     int eg;                                    // e^{Γ_last} of the chunk, two copies (fp32 [2][KP])
     int dv;                                    // the backward's dVn rows (one copy: see kda_scan_bwd_kernel)
-    int kg, qg, wm, um, dO;                    // byte offsets inside a staging buffer
+    int aqb;                                   // the backward's Aqk rows (one copy, as dv)
+    int pc;                                    // bf16 row pitch of Aqk rows (CC columns)
+    int kg, qg, wm, um, dO, aq;                // byte offsets inside a staging buffer (aq: forward)
     int stage;                                 // bytes of one staging buffer
 };
 
 template <int VT> static __host__ __device__ inline scan_layout scan_layout_of(const kda_shape &s, bool bwd) {
     scan_layout L;
-    L.KP = pad16(s.K), L.CC = pad16(s.C), L.pk = L.KP + 8, L.pv = VT + 8, L.pf = VT + 4;
+    L.KP = pad16(s.K), L.CC = pad16(s.C), L.pk = L.KP + 8, L.pv = VT + 8, L.pf = VT + 4, L.pc = L.CC + 8;
     int off = 0;
     auto take = [&](size_t bytes) {
         int o = off;
@@ -67,14 +75,17 @@ template <int VT> static __host__ __device__ inline scan_layout scan_layout_of(c
     size_t rows_k = (size_t)L.CC * L.pk * sizeof(bf16);
     L.kg = take(rows_k);
     L.wm = take(rows_k);
-    L.qg = bwd ? take(rows_k) : 0;
+    L.qg = take(rows_k);
     L.um = bwd ? 0 : take((size_t)L.CC * L.pv * sizeof(bf16));
     L.dO = bwd ? take((size_t)L.CC * L.pv * sizeof(bf16)) : 0;
+    size_t rows_c = (size_t)L.CC * L.pc * sizeof(bf16);
+    L.aq = bwd ? 0 : take(rows_c);
     L.stage = off;
     off = 0;
     L.st0 = take(L.stage), L.st1 = take(L.stage);
     L.S = take((size_t)L.KP * L.pf * sizeof(float));
     L.dv = bwd ? take((size_t)L.CC * L.pf * sizeof(float)) : 0;
+    L.aqb = bwd ? take(rows_c) : 0;
     L.Sh = take((size_t)L.KP * L.pv * sizeof(bf16));
     L.Sl = bwd ? take((size_t)L.KP * L.pv * sizeof(bf16)) : 0;
     L.F = bwd ? 0 : take((size_t)L.CC * L.pf * sizeof(float));
@@ -117,7 +128,7 @@ template <typename T> __device__ __forceinline__ void put8(T *p, const T *x, int
 
 // ---- forward: grid (ceil(V/VT), H, B) ----
 // Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
-// block reads and writes only its own VT value columns.
+// block reads and writes only its own VT value columns, of O ([B,T,H,V] bf16) too.
 template <int VT>
 __device__ __forceinline__ void scan_fwd_stage(unsigned char *buf, const scan_layout &L, const kda_shape &s,
                                                const kda_saved &sv, int b, int c, int h, int v0) {
@@ -126,6 +137,8 @@ __device__ __forceinline__ void scan_fwd_stage(unsigned char *buf, const scan_la
     stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.um), L.pv, sv.Um + row0 * s.V + v0, rsV, n, min(VT, s.V - v0), L.CC, VT);
+    stage_rows(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
+    stage_rows(at<bf16>(buf, L.aq), L.pc, sv.Aqk + row0 * s.C, (size_t)s.H * s.C, n, s.C, L.CC, L.CC);
 }
 
 // The decay of chunk c's state, e^{Γ_last}, key column d: read by thread d (< K) an iteration
@@ -137,7 +150,8 @@ __device__ __forceinline__ float chunk_glast(const kda_shape &s, const kda_saved
 }
 
 template <int VT>
-__global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio) {
+__global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio,
+                                                                           bf16 *__restrict__ O) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char scan_raw[];
     constexpr int NTH = scan_threads<VT>();
@@ -146,6 +160,7 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
     float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     bool vecV = V % 8 == 0; // global rows of h and Vn 16-byte aligned (the saved buffer's parts are)
+    bool vecO = vecV && ((uintptr_t)O & 15) == 0;
     float *S = at<float>(scan_raw, L.S), *F = at<float>(scan_raw, L.F);
     bf16 *Sh = at<bf16>(scan_raw, L.Sh), *Vh = at<bf16>(scan_raw, L.Vh);
     float *Sg = Sio ? Sio + ((size_t)b * s.H + h) * K * V : NULL;
@@ -208,6 +223,28 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
             tile_mma<true, false>(acc, p, i0, j0);
             acc_store(S + i0 * L.pf + j0, acc, L.pf);
         }
+        const bf16 *qg = at<bf16>(cur, L.qg), *aq = at<bf16>(cur, L.aq);
+        for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // O = s·qg·h_c + Aqk·Vn
+            int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
+            tacc acc, part;
+            tterm p0 = {{(bf16 *)qg, NULL, L.pk}, {Sh, NULL, L.pv}, false, false, KP, s.scale};
+            tterm p1 = {{(bf16 *)aq, NULL, L.pc}, {Vh, NULL, L.pv}, false, false, CC, 1.0f};
+            wmma::fill_fragment(part, 0.0f);
+            tile_mma<false, false>(part, p0, i0, j0);
+            for (int x = 0; x < acc.num_elements; x++) acc.x[x] = 0.0f + p0.alpha * part.x[x];
+            wmma::fill_fragment(part, 0.0f);
+            tile_mma<false, false>(part, p1, i0, j0);
+            for (int x = 0; x < acc.num_elements; x++) acc.x[x] += p1.alpha * part.x[x];
+            acc_store(F + i0 * L.pf + j0, acc, L.pf); // F: free since the Vn tiles' barrier
+            __syncwarp();
+            int r = i0 + (lane >> 1), v = j0 + (lane & 1) * 8; // a lane per row half: 8 columns
+            float x[8];
+            load8f(F + r * L.pf + v, x);
+            __align__(16) bf16 ob[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) ob[e] = f2bf(x[e]);
+            if (r < n) put8(O + (row0 + (size_t)r * s.H) * V + v0 + v, ob, V - v0 - v, vecO);
+        }
         if (c + 1 < s.NT && tid < K) eg[((c + 1) & 1) * KP + tid] = expf(gnext);
     }
     if (Sg) {
@@ -230,18 +267,17 @@ __device__ __forceinline__ void scan_bwd_stage(unsigned char *buf, const scan_la
     stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
     stage_rows(at<bf16>(buf, L.dO), L.pv, dO + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
 }
-// Chunk c's rows of dVn (Aqkᵀ·dO) into the one dv buffer.
-template <int VT>
-__device__ __forceinline__ void scan_bwd_stage_dv(float *dv, const scan_layout &L, const kda_shape &s,
-                                                  const float *dVn, int b, int c, int h, int v0) {
-    int n = min(s.C, s.T - c * s.C), vn = min(VT, s.V - v0);
-    stage_rows(dv, L.pf, dVn + kda_row(s, b, c, h, 0) * s.V + v0, (size_t)s.H * s.V, n, vn, L.CC, VT);
+// Chunk c's rows of Aqk into the backward's one copy.
+__device__ __forceinline__ void scan_bwd_stage_aq(bf16 *aq, const scan_layout &L, const kda_shape &s,
+                                                  const kda_saved &sv, int b, int c, int h) {
+    int n = min(s.C, s.T - c * s.C);
+    stage_rows(aq, L.pc, sv.Aqk + kda_row(s, b, c, h, 0) * s.C, (size_t)s.H * s.C, n, s.C, L.CC, L.CC);
 }
 
-// dVn: on entry Aqkᵀ·dO (B1's first term), on exit the whole of B1; dh: the snapshots dS_c.
+// dVn: B1 (out); dh: the snapshots dS_c.
 template <int VT>
 __global__ void __launch_bounds__(scan_threads<VT>())
-    kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, float *dVn, bf16 *dh) {
+    kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, float *__restrict__ dVn, bf16 *dh) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char scan_raw[];
     constexpr int NTH = scan_threads<VT>();
@@ -255,8 +291,9 @@ __global__ void __launch_bounds__(scan_threads<VT>())
     bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
     for (int e = tid; e < KP * VT; e += NTH) dS[(e / VT) * L.pf + e % VT] = 0.0f; // dS_final = 0
     float *dv = at<float>(scan_raw, L.dv);
+    bf16 *aq = at<bf16>(scan_raw, L.aqb);
     scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, s, sv, dO, b, s.NT - 1, h, v0);
-    scan_bwd_stage_dv<VT>(dv, L, s, dVn, b, s.NT - 1, h, v0);
+    scan_bwd_stage_aq(aq, L, s, sv, b, s.NT - 1, h);
     if (tid < K) eg[((s.NT - 1) & 1) * KP + tid] = expf(chunk_glast(s, sv, b, s.NT - 1, h, tid));
     for (int c = s.NT - 1; c >= 0; c--) {
         unsigned char *cur = stage_buf(scan_raw, L, c);
@@ -284,10 +321,13 @@ __global__ void __launch_bounds__(scan_threads<VT>())
         __syncthreads();
         const bf16 *kg = at<bf16>(cur, L.kg), *qg = at<bf16>(cur, L.qg), *wm = at<bf16>(cur, L.wm);
         const bf16 *dOs = at<bf16>(cur, L.dO);
-        for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // B1: dVn += kg·dS
+        for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // B1: dVn = Aqkᵀ·dO + kg·dS
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
-            tacc acc;
-            acc_load(acc, dv + i0 * L.pf + j0, L.pf);
+            tacc acc, part;
+            tterm pa = {{aq, NULL, L.pc}, {(bf16 *)dOs, NULL, L.pv}, true, false, CC, 1.0f};
+            wmma::fill_fragment(part, 0.0f);
+            tile_mma<true, false>(part, pa, i0, j0);
+            for (int x = 0; x < acc.num_elements; x++) acc.x[x] = 0.0f + pa.alpha * part.x[x]; // D1's fp32 sum
             tterm p = {{(bf16 *)kg, NULL, L.pk}, {dSh, dSl, L.pv}, false, false, KP, 1.0f};
             tile_mma<false, false>(acc, p, i0, j0);
             acc_store(dv + i0 * L.pf + j0, acc, L.pf);
@@ -306,9 +346,9 @@ __global__ void __launch_bounds__(scan_threads<VT>())
             }
         }
         __syncthreads();
-        // dv is free until the next chunk's B1: its rows load meanwhile (B3, the next snapshot), so
+        // aq is free until the next chunk's B1: its rows load meanwhile (B3, the next snapshot), so
         // it needs one buffer, not two (2 blocks an SM at 64 value columns, K = 32)
-        if (c > 0) scan_bwd_stage_dv<VT>(dv, L, s, dVn, b, c - 1, h, v0);
+        if (c > 0) scan_bwd_stage_aq(aq, L, s, sv, b, c - 1, h);
         for (int t = warp; t < (KP / 16) * (VT / 16); t += NTH / 32) { // B3
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, a, bq;
@@ -354,9 +394,9 @@ static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
     CU_LAUNCHED();
 }
 
-// The widest of vt, 32, 16 whose block fits this GPU's shared memory (at K = V = 128 the backward
-// at 64 takes 226 KiB: it fits a Hopper SM once, not measured; an A100 takes 32 forward, 16
-// backward there).
+// The widest of vt, 32, 16 whose block fits this GPU's shared memory (at K = V = 128: the forward
+// at 64 takes 217 KiB, a Hopper SM once, not measured; the backward at 64 235 KiB, more than a
+// block may have, so 32; an A100 takes 16 both ways there).
 static int scan_fit_vt(const kda_shape &s, bool bwd, int vt) {
     if (vt == 64 && !cu_smem_fits(scan_layout_of<64>(s, bwd).bytes)) vt = 32;
     if (vt == 32 && !cu_smem_fits(scan_layout_of<32>(s, bwd).bytes)) vt = 16;
@@ -374,9 +414,9 @@ static void launch_scan_at(int vt, Kern k16, Kern k32, Kern k64, const kda_shape
         launch_scan<32>(k32, s, bwd, args...);
 }
 
-void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio) {
+void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio, bf16 *O) {
     launch_scan_at(scan_fit_vt(s, false, scan_vt(s, 32)), kda_scan_fwd_kernel<16>, kda_scan_fwd_kernel<32>,
-                   kda_scan_fwd_kernel<64>, s, false, s, sv, Sio);
+                   kda_scan_fwd_kernel<64>, s, false, s, sv, Sio, O);
 }
 
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh) {
