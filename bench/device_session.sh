@@ -78,6 +78,9 @@
 #      same bits): device tests, same_bits.sh (also unfused, and at 64 scan columns), the core per
 #      kernel and in time against main, the 300M steps (32 and 16 x 2048), the 1B step, and the
 #      whole 300M step's per-kernel table (ncu) for what comes next;
+#   w31: s31's build where B·H is below the SM count (8, 16 x 2048): the scan widths (default 32
+#      forward / 16 backward, KDA_SCAN_VT=32, =64) in the core per kernel and in time, and the 300M
+#      16 x 2048 step with each, against main;
 #   m24: main after session 24's merge: every native device test, the core's ncu table, the 300M
 #      step, then fk23;
 #   s21: the SFU sigmoid (bits change) and the conv backward's blocks of 4 x 16 time steps: the
@@ -838,6 +841,32 @@ s31) # session 26: O and D1 inside the scans (the same bits); kda_base / bench_k
         --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|GPU clock|memory"
     lap "1B step"
     ncu_step_kernels 170 45 "ncu per-kernel table of the 300M 32 x 2048 step"
+    ;;
+w31) # the narrow scans after s31 (O and D1 inside them): which width where B·H < SMs
+    for vt in "" 32 64; do
+        echo "== ncu, the core at 16 x 2048, this build, KDA_SCAN_VT=${vt:-default}"
+        KDA_SCAN_VT=$vt KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            --log-file /tmp/ncu_w.csv $N/bench_kda_cuda 16 > /dev/null 2>&1
+        python3 bench/ncu_summary.py /tmp/ncu_w.csv --steps 2 | head -10
+    done
+    lap "ncu at 16"
+    for r in 1 2; do
+        echo "== KDA core, main (bench_kda_base)"; timeout 60 $N/bench_kda_base 8 16 | grep "^ours"
+        for vt in "" 32 64; do
+            echo "== KDA core, this build, KDA_SCAN_VT=${vt:-default}"
+            KDA_SCAN_VT=$vt timeout 60 $N/bench_kda_cuda 8 16 | grep "^ours"
+        done
+    done
+    lap "core at 8, 16"
+    for r in 1 2; do
+        for vt in base "" 32 64; do
+            bin=$N/kda; [ "$vt" = base ] && bin=$N/kda_base
+            echo "== 300M 16x2048, selective, ${vt:-default}"
+            KDA_SCAN_VT=${vt#base} timeout 90 $bin bench configs/kda-300M.yaml --device cuda --set micro_batch_size=16 \
+                --set global_batch_size=16 --steps 4 --warmup 1 | grep -E "step |phase"
+        done
+    done
+    lap "16 x 2048 steps"
     ;;
 b)
     fla_env
