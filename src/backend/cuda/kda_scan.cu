@@ -366,11 +366,13 @@ __global__ void __launch_bounds__(scan_threads<VT>())
 }
 
 // ---- launches ----
-// Value columns per block: 64 where the (b, h) pairs alone fill the SMs, so that each block reads
-// a (b, h)'s kg, qg, Wm once (session 25, H100, 32 x 2048: the backward scan 0.33 -> 0.25 ms, the
-// forward 0.19 -> 0.18, the core 3.19 -> 3.10 ms); else 32 for the forward and 16 for the backward,
-// more blocks for fewer pairs (16 x 2048, 128 pairs on 132 SMs: 64 makes the core 2% slower).
-// Measured on Hopper only (2 blocks an SM at 64; an A100's shared memory holds one).
+// Value columns per block: 64 where the (b, h) pairs fill at least half the SMs, so that each
+// block reads a (b, h)'s kg, qg, Wm, Aqk once; else 32 for the forward and 16 for the backward,
+// more blocks for fewer pairs. Measured on an H100 (132 SMs), the core fwd + bwd: at 32 x 2048
+// (256 pairs) 64 columns 3.10 ms against 3.19 (session 25); with O and D1 inside the scans
+// (session 26), at 16 x 2048 (128 pairs) 1.56 ms against 1.66 at 32 / 16 and 1.57 at 32 / 32, and
+// at 8 x 2048 (64 pairs) 0.97 against 0.93-0.94 at 32 / 16: the boundary lies between 64 and 128
+// pairs. Hopper only (2 blocks an SM at 64; an A100's shared memory holds one).
 // KDA_SCAN_VT=16, 32 or 64 sets both (tests and measurements). Narrower where a block would not
 // fit the GPU. The width changes no sum: every element's products run over the same terms in the
 // same order (the same bits; test_cuda_kda compares them).
@@ -380,7 +382,7 @@ static int scan_vt(const kda_shape &s, int narrow) {
         int v = atoi(e);
         return v == 16 || v == 64 ? v : 32;
     }
-    return (long)s.B * s.H >= cu_sm_count() ? 64 : narrow;
+    return 2L * s.B * s.H >= cu_sm_count() ? 64 : narrow;
 }
 
 template <int VT, typename Kern, typename... Args>
