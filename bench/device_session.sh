@@ -78,6 +78,14 @@
 #      same bits): device tests, same_bits.sh (also unfused, and at 64 scan columns), the core per
 #      kernel and in time against main, the 300M steps (32 and 16 x 2048), the 1B step, and the
 #      whole 300M step's per-kernel table (ncu) for what comes next;
+#   d33: the scans' integer work (staging by per-thread pointer steps, 32-bit chunk offsets,
+#      fragment addresses in 32 bits; the same bits): device tests, same_bits.sh at each scan
+#      width, the core per kernel and in time against main, the 300M step, the scans' profile;
+#   d34: d33 with the staging's pieces worked out once a kernel (d33 divided once a call: slower):
+#      device tests, same_bits.sh at each width, the core per kernel and in time against main;
+#   s35: bench/pending/next-s35: core_ab_checks, the 300M step, the fused kernels' stall profile;
+#   v34: d34's parts apart (bench_v2: without the 32-bit fragment addresses, bench_v3: the forward
+#      staging as before): the scans per kernel (ncu) and the core in time, against main;
 #   w31: s31's build where B·H is below the SM count (8, 16 x 2048): the scan widths (default 32
 #      forward / 16 backward, KDA_SCAN_VT=32, =64) in the core per kernel and in time, and the 300M
 #      16 x 2048 step with each, against main;
@@ -212,6 +220,30 @@ if rows: print(f"  {sys.argv[2]}: SM clock median {statistics.median(mhz):.0f} M
 busy = sorted(float(a) for a, b in rows if float(b) > 300)  # the steps themselves, not start-up
 if busy: print(f"  while drawing over 300 W ({len(busy)} samples): SM clock median {statistics.median(busy):.0f} MHz, min {busy[0]:.0f}")
 PY
+}
+core_ab_checks() { # a KDA-core change that keeps every bit, against main (kda_base, bench_kda_base): the device
+    # tests (racecheck too), same_bits.sh at each scan width, the core per kernel (ncu) and in time
+    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
+        "native device tests (core, step, decode, memcheck, racecheck)"
+    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
+    echo "== same_bits.sh: main (kda_base) against this build, then at KDA_SCAN_VT=16, =64"
+    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
+    for ab in KDA_SCAN_VT=16 KDA_SCAN_VT=64; do
+        printf '#!/bin/sh\n%s exec %s "$@"\n' "$ab" "$PWD/$N/kda" > /tmp/kda_ab
+        chmod +x /tmp/kda_ab
+        timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
+    done
+    lap "tests, same bits"
+    echo "== ncu, the core at 32 x 2048, main (bench_kda_base), then this build"
+    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
+    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
+    ncu_kda_kernels
+    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+        echo "== KDA core, $k"
+        timeout 60 $N/$k 8 16 32 64 | grep "^ours"
+    done
+    lap "core"
 }
 case "$1" in
 n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective recompute fused into
@@ -841,6 +873,54 @@ s31) # session 26: O and D1 inside the scans (the same bits); kda_base / bench_k
         --steps 3 --warmup 1 | grep -E "step |phase|GEMMs|GPU clock|memory"
     lap "1B step"
     ncu_step_kernels 170 45 "ncu per-kernel table of the 300M 32 x 2048 step"
+    ;;
+d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
+    core_ab_checks
+    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
+    lap "300M steps"
+    if command -v ncu >/dev/null; then # the scans' profile after the change: instructions by kind
+        KDA_BENCH_ONCE=1 timeout 90 ncu --clock-control none --set full --import-source yes -k "regex:kda_scan" -c 2 \
+            -o /tmp/scans $N/bench_kda_cuda 32 > /tmp/ncu_scans.log 2>&1
+        ncu --import /tmp/scans.ncu-rep --page details > /tmp/scans_details.txt 2>&1
+        grep -E "^  [a-z_]+|Duration|Issue Slots|Eligible Warps|Registers Per" /tmp/scans_details.txt | head -20
+        ncu --import /tmp/scans.ncu-rep --page source --csv --print-source sass 2>/dev/null |
+            gzip -c > "$OUTDIR/ncu_scans_sass.csv.gz"
+        lap "ncu full set, the scans"
+    fi
+    ;;
+d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
+    core_ab_checks
+    ;;
+s35) # bench/pending/next-s35 (the scans' integer work, d34 without the forward's row pointers):
+    # core_ab_checks, the 300M step against main, then the fused kernels' stall profile (finish, D3,
+    # intra: ncu full set with SASS) for their integer work next
+    core_ab_checks
+    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
+    lap "300M steps"
+    if command -v ncu >/dev/null; then
+        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --set full --import-source yes \
+            -k "regex:kda_(finish|bwd_d3|intra)_kernel" -c 3 -o /tmp/fused $N/bench_kda_cuda 32 > /tmp/ncu_fused.log 2>&1
+        ncu --import /tmp/fused.ncu-rep --page details > /tmp/fused_details.txt 2>&1
+        grep -E "^  [a-z_]+|Duration|Issue Slots|Eligible Warps|Registers Per" /tmp/fused_details.txt | head -20
+        ncu --import /tmp/fused.ncu-rep --page source --csv --print-source sass 2>/dev/null |
+            gzip -c > "$OUTDIR/ncu_fused_sass.csv.gz"
+        lap "ncu full set, finish, D3, intra"
+    fi
+    ;;
+v34) # session 26: which part of d34 slows the forward scan (no tests: the same arithmetic)
+    for k in bench_kda_base bench_kda_cuda bench_v2 bench_v3; do
+        echo "== ncu, the scans at 32 x 2048, $k"
+        KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k "regex:kda_scan" \
+            --log-file /tmp/ncu_v.csv $N/$k 32 > /dev/null 2>&1
+        python3 bench/ncu_summary.py /tmp/ncu_v.csv --steps 2 | head -6
+    done
+    lap "ncu"
+    for r in 1 2; do
+        for k in bench_kda_base bench_kda_cuda bench_v2 bench_v3; do
+            echo "== KDA core, $k"; timeout 60 $N/$k 8 32 64 | grep "^ours"
+        done
+    done
+    lap "core"
     ;;
 w31) # the narrow scans after s31 (O and D1 inside them): which width where B·H < SMs
     for vt in "" 32 64; do
