@@ -891,10 +891,20 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
-s35) # bench/pending/next-s35 (the scans' integer work, d34 without the forward's row pointers):
-    # core_ab_checks, the 300M step against main, then the fused kernels' stall profile (finish, D3,
-    # intra: ncu full set with SASS) for their integer work next
+s35) # bench/pending/next-s35 (0001: the scans' integer work, d34 without the forward's row pointers;
+    # 0002: Aqk's zero blocks skipped): core_ab_checks on the series, 0001 alone (bench_s35a) beside
+    # it, the 300M step against main, then the fused kernels' stall profile (finish, D3, intra: ncu
+    # full set with SASS) for their integer work next
     core_ab_checks
+    if [ -x $N/bench_s35a ]; then # patch 0001 alone (0002: Aqk's zero blocks skipped), beside the series
+        KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k "regex:kda_scan" \
+            --log-file /tmp/ncu_a.csv $N/bench_s35a 32 > /dev/null 2>&1
+        echo "== ncu, the scans at 32 x 2048, 0001 alone"; python3 bench/ncu_summary.py /tmp/ncu_a.csv --steps 2 | head -6
+        for k in bench_s35a bench_kda_cuda bench_s35a bench_kda_cuda; do
+            echo "== KDA core, $k"; timeout 60 $N/$k 8 16 32 64 | grep "^ours"
+        done
+        lap "0001 alone"
+    fi
     for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
     lap "300M steps"
     if command -v ncu >/dev/null; then
