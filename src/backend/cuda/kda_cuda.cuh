@@ -179,11 +179,11 @@ struct kgemm {
 // out (M×N per chunk, rows < n only) = Σ alpha·op(A)·op(B), masked entries written as 0.
 void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
 
-// The state scans (kda_scan.cu): forward, Sio as in cu_kda_fwd_chunked_state; backward, dVn
-// Aqkᵀ·dO on entry and all of B1 on exit, dh the per-chunk snapshots of dS.
 // Stage 1 of the forward (kda_fwd.cu): the prep outputs of sv from the core's inputs.
 void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, const void *b, const float *A_log,
               const float *dt_bias, const kda_saved &sv);
+// The state scans (kda_scan.cu): forward, h, Vn and the output O (Sio as in
+// cu_kda_fwd_chunked_state); backward, dVn = all of B1 (out) and dh the per-chunk snapshots of dS.
 void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio, bf16 *O);
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh);
 

@@ -56,8 +56,8 @@ struct scan_layout {
     int KP, CC, pk, pv, pf; // padded K and C; bf16 row pitches (K rows, VT columns); fp32 pitch (VT columns)
     int S, Sh, Sl, st0, st1, F, Vh, Vl, bytes; // byte offsets (shared memory is < 2^31 bytes)
     int eg;                                    // e^{Γ_last} of the chunk, two copies (fp32 [2][KP])
-    int dv;                                    // the backward's dVn rows (one copy: see kda_scan_bwd_kernel)
-    int aqb;                                   // the backward's Aqk rows (one copy, as dv)
+    int dv;                                    // the backward's B1 tiles (fp32, each warp its own tiles)
+    int aqb;                                   // the backward's Aqk rows (one copy: see kda_scan_bwd_kernel)
     int pc;                                    // bf16 row pitch of Aqk rows (CC columns)
     int kg, qg, wm, um, dO, aq;                // byte offsets inside a staging buffer (aq: forward)
     int stage;                                 // bytes of one staging buffer
