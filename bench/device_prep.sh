@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# device_prep.sh [SERIES_DIR] — builds build/cuda-device for an A/B device call (bench/device_session.sh)
+# from a fresh checkout: the series' binaries (main with SERIES_DIR's patches applied, e.g.
+# bench/pending/next-s35; main itself when none is given) and main's kda and bench_kda_cuda beside
+# them as kda_base and bench_kda_base; sm_90a code only, stripped, with BUILD_INFO naming both.
+# Each build runs in its own git worktree under $KDA_PREP_DIR (default /tmp/kda-device-prep), so the
+# checkout's files are not touched but build/cuda-device. Binaries no device mode needs
+# (bench_ops_cuda, kda_core_io) are left out, and the script says whether the carry (the tracked
+# files, build/cuda-device and .whl) fits the device tool's 64 MiB.
+#   BASE=<rev>    the baseline (default main); SERIES_BASE=<rev> where the patches go (default BASE)
+#   EXTRA="name=patch-count ..."   also bench_kda_cuda of the first N patches, as build/cuda-device/name
+set -euo pipefail
+cd "$(dirname "$0")/.."
+series_arg=${1:-} series=${1:-} base=${BASE:-main} prep=${KDA_PREP_DIR:-/tmp/kda-device-prep}
+[ -z "$series" ] || series=$(cd "$series" && pwd)
+sbase=${SERIES_BASE:-$base}
+mk=(make BUILD=build/dev-sm90a CUDA_ARCHS=90a CUDA_PTX= DEVICE_DIR=build/out)
+mkdir -p "$prep"
+
+worktree() { # name rev: a clean worktree of rev at $prep/name
+  local wt=$prep/$1
+  [ -d "$wt" ] && git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+  git worktree add -q --detach "$wt" "$2"
+}
+patches() { # a series' patches in order, the first N of them when N is given
+  local all=("$series"/*.patch)
+  [ -e "${all[0]}" ] || { echo "device_prep: no patches in $series" >&2; exit 1; }
+  printf '%s\n' "${all[@]:0:${1:-${#all[@]}}}"
+}
+build() { # name rev [N patches]: builds the worktree's device binaries into $prep/name/build/out
+  local name=$1 rev=$2 n=${3:-}
+  worktree "$name" "$rev"
+  if [ -n "$series" ] && [ "$name" != base ]; then
+    mapfile -t ps < <(patches "$n")
+    (cd "$prep/$name" && git am -q --3way "${ps[@]}") || { echo "device_prep: the patches do not apply on $rev" >&2; exit 1; }
+  fi
+  echo "== building $name ($(git -C "$prep/$name" log --oneline -1))"
+  (cd "$prep/$name" && "${mk[@]}" cuda-device-bins -j"$(nproc)" > build.log 2>&1) ||
+    { tail -20 "$prep/$name/build.log"; echo "device_prep: $name did not build" >&2; exit 1; }
+}
+
+build base "$base"
+build series "$sbase"
+out=build/cuda-device
+rm -rf "$out" && mkdir -p "$out"
+cp "$prep"/series/build/out/* "$out"/
+rm -f "$out"/bench_ops_cuda "$out"/kda_core_io
+cp "$prep"/base/build/out/kda "$out"/kda_base
+cp "$prep"/base/build/out/bench_kda_cuda "$out"/bench_kda_base
+for kv in ${EXTRA:-}; do
+  build "${kv%%=*}" "$sbase" "${kv#*=}"
+  cp "$prep/${kv%%=*}/build/out/bench_kda_cuda" "$out/${kv%%=*}"
+done
+for f in "$out"/*; do strip --strip-debug "$f"; done
+{
+  (cd "$prep/series" && tools/build_info.sh)
+  echo "series: ${series_arg:-none} on $(git rev-parse --short "$sbase") ($(git -C "$prep/series" rev-parse --short HEAD));" \
+    "kda_base, bench_kda_base: $base $(git rev-parse --short "$base")${EXTRA:+; extra: $EXTRA}"
+} > "$out"/BUILD_INFO
+cat "$out"/BUILD_INFO
+mib=$(( ($(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1) + $(du -sb "$out" | cut -f1) + \
+  $( [ -d .whl ] && du -sb .whl | cut -f1 || echo 0)) / 1048576 ))
+echo "carry [build/cuda-device, .whl] with the tracked files: $mib MiB (the device tool takes 64)"
+[ -d .whl ] || echo "no .whl: download FLA's wheels (docs/cuda.md) if the mode runs FLA"
+for name in base series ${EXTRA:+$(for kv in $EXTRA; do echo "${kv%%=*}"; done)}; do
+  git worktree remove --force "$prep/$name" 2>/dev/null || true
+done
