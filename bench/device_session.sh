@@ -164,11 +164,13 @@ both_builds() { # budgets (s) of the native and the portable build's tests
     tests_on $N ops,kda,step,decode,sanitizer "$1" device_log_native.txt "native device tests"
     tests_on $P ops,kda,step,decode "$2" device_log_ptx80.txt "portable (compute_80 PTX) device tests"
 }
-ncu_kda_kernels() { # per-kernel times of the KDA core at 32 x 2048 (ncu), when ncu is there
+ncu_kda_kernels() { # [benchmark] [csv]: per-kernel times of the KDA core at 32 x 2048 (ncu), when ncu is
+    # there; default this build's bench_kda_cuda into $OUTDIR/ncu_kda.csv
     command -v ncu >/dev/null || return 0
+    local bin=${1:-bench_kda_cuda} csv=${2:-$OUTDIR/ncu_kda.csv}
     KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file "$OUTDIR/ncu_kda.csv" $N/bench_kda_cuda 32 > /dev/null 2>&1
-    python3 bench/ncu_summary.py "$OUTDIR/ncu_kda.csv" --steps 2 | head -20; lap "ncu KDA kernels"
+        --log-file "$csv" $N/$bin 32 > /dev/null 2>&1
+    python3 bench/ncu_summary.py "$csv" --steps 2 | head -20; lap "ncu KDA kernels, $bin"
 }
 ncu_step_kernels() { # timeout (s), rows shown, label: per-kernel times of one 300M 32 x 2048 step (ncu;
     # warm-up, timed and profiled step), when ncu is there
@@ -178,10 +180,12 @@ ncu_step_kernels() { # timeout (s), rows shown, label: per-kernel times of one 3
         --steps 1 --warmup 1 > /dev/null 2>&1
     python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -"$2"; lap "$3"
 }
-core_vs_base() { # the KDA core at 16, 32, 64 x 2048: main's build carried as bench_kda_base, then this one, twice
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
+core_vs_base() { # [sizes] [A] [B]: the KDA core at sizes x 2048 (16 32 64), A then B, twice (default main's
+    # build carried as bench_kda_base, then this one's bench_kda_cuda)
+    local a=${2:-bench_kda_base} b=${3:-bench_kda_cuda}
+    for k in $a $b $a $b; do
         echo "== KDA core, $k"
-        [ -x $N/$k ] && timeout 60 $N/$k 16 32 64 | grep "^ours"
+        [ -x $N/$k ] && timeout 60 $N/$k ${1:-16 32 64} | grep "^ours"
     done
     lap "core A/B"
 }
@@ -189,18 +193,20 @@ step_vs_base() { # the 300M 32 x 2048 step (the config's selective recompute): m
     for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
 }
-ncu_core_source() { # ncu's full set on the core's fused kernels at 32 x 2048: details and SASS stall samples
+ncu_source() { # kernel regex, launches, name: ncu's full set on those KDA-core kernels at 32 x 2048, its
+    # details ($OUTDIR/ncu_<name>_details.txt) and each kernel's SASS with its stall samples (<name>_sass.csv.gz)
     command -v ncu >/dev/null || return 0
     KDA_BENCH_ONCE=1 timeout 150 ncu --clock-control none --set full --import-source yes \
-        -k "regex:kda_finish|kda_intra|kda_bwd_d3" -c 3 -o /tmp/core_full $N/bench_kda_cuda 32 > /tmp/ncu_full.log 2>&1
-    tail -n 3 /tmp/ncu_full.log
-    ncu --import /tmp/core_full.ncu-rep --page details > "$OUTDIR/ncu_core_details.txt" 2>&1
-    grep -E "^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles|Issued Warp" \
-        "$OUTDIR/ncu_core_details.txt" | head -60
-    ncu --import /tmp/core_full.ncu-rep --page source --csv --print-source sass > /tmp/core_sass.csv 2>&1
-    gzip -c /tmp/core_sass.csv > "$OUTDIR/core_sass.csv.gz"; ls -la /tmp/core_sass.csv "$OUTDIR/core_sass.csv.gz"
-    lap "ncu full set of the core's fused kernels"
+        -k "regex:$1" -c "$2" -o "/tmp/$3_full" $N/bench_kda_cuda 32 > "/tmp/ncu_$3.log" 2>&1
+    tail -n 3 "/tmp/ncu_$3.log"
+    ncu --import "/tmp/$3_full.ncu-rep" --page details > "$OUTDIR/ncu_$3_details.txt" 2>&1
+    local keys="^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Registers Per|Issue Slots|Eligible Warps|Stall"
+    grep -E "$keys|Warp Cycles|Issued Warp" "$OUTDIR/ncu_$3_details.txt" | head -60
+    ncu --import "/tmp/$3_full.ncu-rep" --page source --csv --print-source sass 2>/dev/null |
+        gzip -c > "$OUTDIR/$3_sass.csv.gz"
+    lap "ncu full set, $3"
 }
+ncu_core_source() { ncu_source "kda_finish|kda_intra|kda_bwd_d3" 3 core; } # the core's fused kernels
 kda_step_table() { # kda's side of bench/step_vs_fla.sh (300M 16, 32; 1B 16): steps, phases, memory
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|peak|\|"; lap "kda step table"
@@ -221,29 +227,24 @@ busy = sorted(float(a) for a, b in rows if float(b) > 300)  # the steps themselv
 if busy: print(f"  while drawing over 300 W ({len(busy)} samples): SM clock median {statistics.median(busy):.0f} MHz, min {busy[0]:.0f}")
 PY
 }
-core_ab_checks() { # a KDA-core change that keeps every bit, against main (kda_base, bench_kda_base): the device
-    # tests (racecheck too), same_bits.sh at each scan width, the core per kernel (ncu) and in time
+core_ab_checks() { # [same_bits settings] [core sizes]: a KDA-core change that keeps every bit, against main
+    # (kda_base, bench_kda_base): the device tests (racecheck too), same_bits.sh as it is and with
+    # each setting (default: each scan width), the core per kernel (ncu) and in time (default 8-64 x 2048)
+    local abs=${1:-KDA_SCAN_VT=16 KDA_SCAN_VT=64} sizes=${2:-8 16 32 64}
     KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
         "native device tests (core, step, decode, memcheck, racecheck)"
     grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
-    echo "== same_bits.sh: main (kda_base) against this build, then at KDA_SCAN_VT=16, =64"
+    echo "== same_bits.sh: main (kda_base) against this build, then with each of: $abs"
     timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
-    for ab in KDA_SCAN_VT=16 KDA_SCAN_VT=64; do
+    for ab in $abs; do
         printf '#!/bin/sh\n%s exec %s "$@"\n' "$ab" "$PWD/$N/kda" > /tmp/kda_ab
         chmod +x /tmp/kda_ab
         timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
     done
     lap "tests, same bits"
-    echo "== ncu, the core at 32 x 2048, main (bench_kda_base), then this build"
-    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
-    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
+    ncu_kda_kernels bench_kda_base /tmp/ncu_base.csv
     ncu_kda_kernels
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
-        echo "== KDA core, $k"
-        timeout 60 $N/$k 8 16 32 64 | grep "^ours"
-    done
-    lap "core"
+    core_vs_base "$sizes"
 }
 case "$1" in
 n) # session 17's first call: next/s17 (the 3-blocks fused kernels, selective recompute fused into
@@ -476,10 +477,7 @@ s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_S
     chmod +x /tmp/kda_ab
     timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
     lap "tests, same bits"
-    echo "== ncu, the core at 32 x 2048, main (bench_kda_base)"
-    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
-    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
+    ncu_kda_kernels bench_kda_base /tmp/ncu_base.csv
     for vt in "" 32 64; do
         echo "== ncu, the core at 32 x 2048, this build, KDA_SCAN_VT=${vt:-default (32 forward, 16 backward)}"
         KDA_SCAN_VT=$vt ncu_kda_kernels
@@ -504,38 +502,9 @@ s29) # next/s29 (session 25): the state scans at 64 value columns a block (KDA_S
 s30) # next/s31 (session 25, prepared): β·v no longer stored by the prep (its readers scale v's rows
     # by β as they stage them) and the scans' per-element loops 8 columns a thread (both the same
     # bits); this build = next/s31, kda_base / bench_kda_base = main's
-    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
-        "native device tests (core, step, decode, memcheck, racecheck)"
-    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
-    echo "== same_bits.sh: main (kda_base) against this build, then with KDA_CORE_UNFUSED=1 (the scaled view)"
-    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
-    printf '#!/bin/sh\nKDA_CORE_UNFUSED=1 exec %s "$@"\n' "$PWD/$N/kda" > /tmp/kda_ab
-    chmod +x /tmp/kda_ab
-    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
-    lap "tests, same bits"
-    echo "== ncu, the core at 32 x 2048, main (bench_kda_base), then this build"
-    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
-    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
-    ncu_kda_kernels
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
-        echo "== KDA core, $k"
-        timeout 60 $N/$k 16 32 64 | grep "^ours"
-    done
-    lap "core"
-    if command -v ncu >/dev/null; then # the scans' stall profile at 32 x 2048 (64 columns): what next
-        KDA_BENCH_ONCE=1 timeout 90 ncu --clock-control none --set full --import-source yes -k "regex:kda_scan" -c 2 \
-            -o /tmp/scans $N/bench_kda_cuda 32 > /tmp/ncu_scans.log 2>&1
-        tail -n 2 /tmp/ncu_scans.log
-        ncu --import /tmp/scans.ncu-rep --page details > "$OUTDIR/ncu_scans_details.txt" 2>&1
-        grep -E "^  [a-z_]+|Duration|Throughput|Occupancy|Registers Per|Issue Slots|Warp Cycles|Eligible" \
-            "$OUTDIR/ncu_scans_details.txt" | head -40
-        ncu --import /tmp/scans.ncu-rep --page source --csv --print-source sass 2>/dev/null |
-            gzip -c > "$OUTDIR/ncu_scans_sass.csv.gz"
-        lap "ncu full set, the scans"
-    fi
-    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
-    lap "300M steps"
+    core_ab_checks KDA_CORE_UNFUSED=1 "16 32 64" # unfused: the scaled β·v view
+    ncu_source kda_scan 2 scans # the scans' stall profile at 32 x 2048 (64 columns): what next
+    step_vs_base
     # test_mem_plan's table (its plans shrink without β·v): plan and peak of each row, for its update
     for row in "300M none 16" "300M none 32" "300M selective 32" "300M selective+core_prep 32" "300M full 32" \
         "1B none 16" "1B selective4 16"; do
@@ -840,28 +809,8 @@ a)
     lap "largest micro-batches"
     ;;
 s31) # session 26: O and D1 inside the scans (the same bits); kda_base / bench_kda_base = main's
-    KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 120 device_log_native.txt \
-        "native device tests (core, step, decode, memcheck, racecheck)"
-    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -12
-    echo "== same_bits.sh: main (kda_base) against this build, then with KDA_CORE_UNFUSED=1, then KDA_SCAN_VT=64"
-    timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -1
-    for ab in KDA_CORE_UNFUSED=1 KDA_SCAN_VT=64; do
-        printf '#!/bin/sh\n%s exec %s "$@"\n' "$ab" "$PWD/$N/kda" > /tmp/kda_ab
-        chmod +x /tmp/kda_ab
-        timeout 100 bash tests/cuda/same_bits.sh $N/kda_base /tmp/kda_ab 2>&1 | tail -1
-    done
-    lap "tests, same bits"
-    echo "== ncu, the core at 32 x 2048, main (bench_kda_base), then this build"
-    KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file /tmp/ncu_base.csv $N/bench_kda_base 32 > /dev/null 2>&1
-    python3 bench/ncu_summary.py /tmp/ncu_base.csv --steps 2 | head -12
-    ncu_kda_kernels
-    for k in bench_kda_base bench_kda_cuda bench_kda_base bench_kda_cuda; do
-        echo "== KDA core, $k"
-        timeout 60 $N/$k 8 16 32 64 | grep "^ours"
-    done
-    lap "core"
-    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
+    core_ab_checks "KDA_CORE_UNFUSED=1 KDA_SCAN_VT=64"
+    step_vs_base
     for k in kda_base kda; do
         echo "== 300M 16x2048, selective, $k"
         timeout 90 $N/$k bench configs/kda-300M.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
@@ -876,17 +825,8 @@ s31) # session 26: O and D1 inside the scans (the same bits); kda_base / bench_k
     ;;
 d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
     core_ab_checks
-    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
-    lap "300M steps"
-    if command -v ncu >/dev/null; then # the scans' profile after the change: instructions by kind
-        KDA_BENCH_ONCE=1 timeout 90 ncu --clock-control none --set full --import-source yes -k "regex:kda_scan" -c 2 \
-            -o /tmp/scans $N/bench_kda_cuda 32 > /tmp/ncu_scans.log 2>&1
-        ncu --import /tmp/scans.ncu-rep --page details > /tmp/scans_details.txt 2>&1
-        grep -E "^  [a-z_]+|Duration|Issue Slots|Eligible Warps|Registers Per" /tmp/scans_details.txt | head -20
-        ncu --import /tmp/scans.ncu-rep --page source --csv --print-source sass 2>/dev/null |
-            gzip -c > "$OUTDIR/ncu_scans_sass.csv.gz"
-        lap "ncu full set, the scans"
-    fi
+    step_vs_base
+    ncu_source kda_scan 2 scans # the scans' profile after the change: instructions by kind
     ;;
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
@@ -897,25 +837,11 @@ s35) # bench/pending/next-s35 (0001: the scans' integer work, d34 without the fo
     # full set with SASS) for their integer work next
     core_ab_checks
     if [ -x $N/bench_s35a ]; then # patch 0001 alone (0002: Aqk's zero blocks skipped), beside the series
-        KDA_BENCH_ONCE=1 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k "regex:kda_scan" \
-            --log-file /tmp/ncu_a.csv $N/bench_s35a 32 > /dev/null 2>&1
-        echo "== ncu, the scans at 32 x 2048, 0001 alone"; python3 bench/ncu_summary.py /tmp/ncu_a.csv --steps 2 | head -6
-        for k in bench_s35a bench_kda_cuda bench_s35a bench_kda_cuda; do
-            echo "== KDA core, $k"; timeout 60 $N/$k 8 16 32 64 | grep "^ours"
-        done
-        lap "0001 alone"
+        ncu_kda_kernels bench_s35a /tmp/ncu_a.csv
+        core_vs_base "8 16 32 64" bench_s35a bench_kda_cuda
     fi
-    for k in kda_base kda kda_base kda; do bench300 $N/$k "300M 32x2048, selective, $k" ""; done
-    lap "300M steps"
-    if command -v ncu >/dev/null; then
-        KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --set full --import-source yes \
-            -k "regex:kda_(finish|bwd_d3|intra)_kernel" -c 3 -o /tmp/fused $N/bench_kda_cuda 32 > /tmp/ncu_fused.log 2>&1
-        ncu --import /tmp/fused.ncu-rep --page details > /tmp/fused_details.txt 2>&1
-        grep -E "^  [a-z_]+|Duration|Issue Slots|Eligible Warps|Registers Per" /tmp/fused_details.txt | head -20
-        ncu --import /tmp/fused.ncu-rep --page source --csv --print-source sass 2>/dev/null |
-            gzip -c > "$OUTDIR/ncu_fused_sass.csv.gz"
-        lap "ncu full set, finish, D3, intra"
-    fi
+    step_vs_base
+    ncu_core_source
     ;;
 v34) # session 26: which part of d34 slows the forward scan (no tests: the same arithmetic)
     for k in bench_kda_base bench_kda_cuda bench_v2 bench_v3; do
