@@ -231,10 +231,10 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
             tterm p1 = {{(bf16 *)aq, NULL, L.pc}, {Vh, NULL, L.pv}, false, false, CC, 1.0f};
             wmma::fill_fragment(part, 0.0f);
             tile_mma<false, false>(part, p0, i0, j0);
-            for (int x = 0; x < acc.num_elements; x++) acc.x[x] = 0.0f + p0.alpha * part.x[x];
+            acc_term(acc, part, p0.alpha, true);
             wmma::fill_fragment(part, 0.0f);
             tile_mma<false, false>(part, p1, i0, j0);
-            for (int x = 0; x < acc.num_elements; x++) acc.x[x] += p1.alpha * part.x[x];
+            acc_term(acc, part, p1.alpha, false);
             acc_store(F + i0 * L.pf + j0, acc, L.pf); // F: free since the Vn tiles' barrier
             __syncwarp();
             int r = i0 + (lane >> 1), v = j0 + (lane & 1) * 8; // a lane per row half: 8 columns
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(scan_threads<VT>())
             tterm pa = {{aq, NULL, L.pc}, {(bf16 *)dOs, NULL, L.pv}, true, false, CC, 1.0f};
             wmma::fill_fragment(part, 0.0f);
             tile_mma<true, false>(part, pa, i0, j0);
-            for (int x = 0; x < acc.num_elements; x++) acc.x[x] = 0.0f + pa.alpha * part.x[x]; // D1's fp32 sum
+            acc_term(acc, part, pa.alpha, true); // D1's fp32 sum
             tterm p = {{(bf16 *)kg, NULL, L.pk}, {dSh, dSl, L.pv}, false, false, KP, 1.0f};
             tile_mma<false, false>(acc, p, i0, j0);
             acc_store(dv + i0 * L.pf + j0, acc, L.pf);

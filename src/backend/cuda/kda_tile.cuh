@@ -222,6 +222,13 @@ __device__ __forceinline__ void tile_mma2(tacc &pa, tacc &pb, const tterm &t, in
     }
 }
 
+// acc = (first ? 0 : acc) + alpha·part: one term of a product summed into its tile in
+// kda_gemm.cu's order (each term's own fp32 sum, then alpha times it added; the first term as
+// 0 + alpha·part, so acc is never −0), which keeps a fused kernel's bits those of the chunk GEMM.
+__device__ __forceinline__ void acc_term(tacc &acc, const tacc &part, float alpha, bool first) {
+    for (int e = 0; e < acc.num_elements; e++) acc.x[e] = (first ? 0.0f : acc.x[e]) + alpha * part.x[e];
+}
+
 // Stores a warp's finished tile (i0, j0) into F and, for a masked product's diagonal tile,
 // zeroes what lies above the diagonal (or on it, KMASK_STRICT).
 __device__ __forceinline__ void tile_put(float *F, int ldf, const tacc &acc, int i0, int j0, int mask) {
@@ -267,11 +274,8 @@ __device__ __forceinline__ void tile_gemm(float *F, int ldf, int M, int N, const
                 tile_mma<TA, TB>(part, t[x], i0, j0);
             else if (dob)
                 tile_mma<TA, TB>(partb, t[x], i0b, j0);
-            for (int e = 0; e < acc.num_elements; e++)
-                acc.x[e] = (x == 0 ? 0.0f : acc.x[e]) + t[x].alpha * part.x[e];
-            if (two)
-                for (int e = 0; e < accb.num_elements; e++)
-                    accb.x[e] = (x == 0 ? 0.0f : accb.x[e]) + t[x].alpha * partb.x[e];
+            acc_term(acc, part, t[x].alpha, x == 0);
+            if (two) acc_term(accb, partb, t[x].alpha, x == 0);
         }
         tile_put(F, ldf, acc, i0, j0, mask);
         if (two) tile_put(F, ldf, accb, i0b, j0, mask);
