@@ -30,14 +30,46 @@ static_assert(KDA_MAX_KV <= scan_threads<16>(), "the scans need a thread per key
 // Stages rows [0, rows_pad) × columns [0, cols_pad) of a chunk's token-major rows (row r at
 // src + r·rstride; only r < nrows and columns < ncols are read) into dst (row pitch ld), zeros
 // elsewhere: 16-byte pieces that are whole and aligned by cp.async (the caller waits for them
-// before the barrier that publishes the chunk), the rest by plain loads and stores.
-template <typename T>
+// before the barrier that publishes the chunk), the rest by plain loads and stores. Piece e of
+// the row-major order goes to thread e mod NTH. Where a row's pieces divide NTH (K, V and C
+// multiples of 16 up to 128), each thread keeps one column piece and walks its rows by pointer
+// steps (pp, worked out once a kernel): no division or 64-bit multiply a piece (the scans were
+// issue-bound on such integer work; session 26's first try divided once a call, which cost more).
+struct stage_piece {
+    int r0, q, step; // rows r0, r0 + step, .. of column piece q; r0 < 0: the pieces do not divide NTH
+};
+struct scan_pieces {
+    stage_piece k, v, c; // rows of K, VT and C columns (bf16: KP / 8, VT / 8, CC / 8 pieces)
+};
+template <int NTH> __device__ __forceinline__ stage_piece piece_of(int np) {
+    stage_piece p = {-1, 0, 0};
+    if (NTH % np == 0) p.r0 = threadIdx.x / np, p.q = threadIdx.x - p.r0 * np, p.step = NTH / np;
+    return p;
+}
+template <int NTH, typename T>
 __device__ __forceinline__ void stage_rows(T *dst, int ld, const T *src, size_t rstride, int nrows, int ncols,
-                                           int rows_pad, int cols_pad) {
+                                           int rows_pad, int cols_pad, const stage_piece &pp) {
     constexpr int W = 16 / sizeof(T);
     bool vec = rstride % W == 0 && ((uintptr_t)src & 15) == 0 && ld % W == 0;
     int np = cols_pad / W; // cols_pad is a multiple of 16
-    for (int e = threadIdx.x; e < rows_pad * np; e += blockDim.x) {
+    if (pp.r0 >= 0) {
+        int step = pp.step, r = pp.r0, q = pp.q * W;
+        bool whole = vec && q + W <= ncols;
+        T *d = dst + r * ld + q;
+        const T *p = src + (size_t)r * rstride + q;
+        int dstep = step * ld;
+        size_t pstep = (size_t)step * rstride;
+        for (; r < rows_pad; r += step, d += dstep, p += pstep) {
+            if (whole && r < nrows) {
+                cp_async16(d, p);
+            } else {
+#pragma unroll
+                for (int t = 0; t < W; t++) put_elem(d + t, r < nrows && q + t < ncols ? tof(p[t]) : 0.0f);
+            }
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < rows_pad * np; e += NTH) {
         int r = e / np, q = (e - r * np) * W;
         T *d = dst + r * ld + q;
         const T *p = src + (size_t)r * rstride + q;
@@ -130,15 +162,16 @@ template <typename T> __device__ __forceinline__ void put8(T *p, const T *x, int
 // Sio (may be NULL): fp32 [B,H,K,V], the initial state on entry, the final one on exit; each
 // block reads and writes only its own VT value columns, of O ([B,T,H,V] bf16) too.
 template <int VT>
-__device__ __forceinline__ void scan_fwd_stage(unsigned char *buf, const scan_layout &L, const kda_shape &s,
-                                               const kda_saved &sv, int b, int c, int h, int v0) {
+__device__ __forceinline__ void scan_fwd_stage(unsigned char *buf, const scan_layout &L, const scan_pieces &P,
+                                               const kda_shape &s, const kda_saved &sv, int b, int c, int h, int v0) {
+    constexpr int NTH = scan_threads<VT>();
     int n = min(s.C, s.T - c * s.C);
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * s.K, rsV = (size_t)s.H * s.V;
-    stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
-    stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
-    stage_rows(at<bf16>(buf, L.um), L.pv, sv.Um + row0 * s.V + v0, rsV, n, min(VT, s.V - v0), L.CC, VT);
-    stage_rows(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
-    stage_rows(at<bf16>(buf, L.aq), L.pc, sv.Aqk + row0 * s.C, (size_t)s.H * s.C, n, s.C, L.CC, L.CC);
+    stage_rows<NTH>(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP, P.k);
+    stage_rows<NTH>(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP, P.k);
+    stage_rows<NTH>(at<bf16>(buf, L.um), L.pv, sv.Um + row0 * s.V + v0, rsV, n, min(VT, s.V - v0), L.CC, VT, P.v);
+    stage_rows<NTH>(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP, P.k);
+    stage_rows<NTH>(at<bf16>(buf, L.aq), L.pc, sv.Aqk + row0 * s.C, (size_t)s.H * s.C, n, s.C, L.CC, L.CC, P.c);
 }
 
 // The decay of chunk c's state, e^{Γ_last}, key column d: read by thread d (< K) an iteration
@@ -156,6 +189,7 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
     extern __shared__ __align__(128) unsigned char scan_raw[];
     constexpr int NTH = scan_threads<VT>();
     const scan_layout L = scan_layout_of<VT>(s, false);
+    const scan_pieces P = {piece_of<NTH>(L.KP / 8), piece_of<NTH>(VT / 8), piece_of<NTH>(L.CC / 8)};
     int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
     float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -168,7 +202,7 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
         int d = e / VT, v = e % VT;
         S[d * L.pf + v] = Sg && d < K && v0 + v < V ? Sg[(size_t)d * V + v0 + v] : 0.0f;
     }
-    scan_fwd_stage<VT>(stage_buf(scan_raw, L, 0), L, s, sv, b, 0, h, v0);
+    scan_fwd_stage<VT>(stage_buf(scan_raw, L, 0), L, P, s, sv, b, 0, h, v0);
     if (tid < K) eg[tid] = expf(chunk_glast(s, sv, b, 0, h, tid));
     for (int c = 0; c < s.NT; c++) {
         unsigned char *cur = stage_buf(scan_raw, L, c);
@@ -176,7 +210,7 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
         size_t ch = kda_chunk(s, b, c, h), row0 = kda_row(s, b, c, h, 0);
         cp_async_wait_all();
         __syncthreads(); // chunk c staged; the previous chunk's update of S done; the other buffer free
-        if (c + 1 < s.NT) scan_fwd_stage<VT>(stage_buf(scan_raw, L, c + 1), L, s, sv, b, c + 1, h, v0);
+        if (c + 1 < s.NT) scan_fwd_stage<VT>(stage_buf(scan_raw, L, c + 1), L, P, s, sv, b, c + 1, h, v0);
         float gnext = c + 1 < s.NT && tid < K ? chunk_glast(s, sv, b, c + 1, h, tid) : 0.0f;
         const float *ec = eg + (c & 1) * KP;
         for (int e = tid; e < KP * (VT / 8); e += NTH) { // the snapshot h_c, then S ← e^{Γ_last}⊙S
@@ -258,20 +292,24 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
 
 // ---- backward: grid (ceil(V/VT), H, B) ----
 template <int VT>
-__device__ __forceinline__ void scan_bwd_stage(unsigned char *buf, const scan_layout &L, const kda_shape &s,
-                                               const kda_saved &sv, const bf16 *dO, int b, int c, int h, int v0) {
+__device__ __forceinline__ void scan_bwd_stage(unsigned char *buf, const scan_layout &L, const scan_pieces &P,
+                                               const kda_shape &s, const kda_saved &sv, const bf16 *dO, int b, int c,
+                                               int h, int v0) {
+    constexpr int NTH = scan_threads<VT>();
     int n = min(s.C, s.T - c * s.C), vn = min(VT, s.V - v0);
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * s.K, rsV = (size_t)s.H * s.V;
-    stage_rows(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
-    stage_rows(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
-    stage_rows(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP);
-    stage_rows(at<bf16>(buf, L.dO), L.pv, dO + row0 * s.V + v0, rsV, n, vn, L.CC, VT);
+    stage_rows<NTH>(at<bf16>(buf, L.kg), L.pk, sv.kg + row0 * s.K, rsK, n, s.K, L.CC, L.KP, P.k);
+    stage_rows<NTH>(at<bf16>(buf, L.qg), L.pk, sv.qg + row0 * s.K, rsK, n, s.K, L.CC, L.KP, P.k);
+    stage_rows<NTH>(at<bf16>(buf, L.wm), L.pk, sv.Wm + row0 * s.K, rsK, n, s.K, L.CC, L.KP, P.k);
+    stage_rows<NTH>(at<bf16>(buf, L.dO), L.pv, dO + row0 * s.V + v0, rsV, n, vn, L.CC, VT, P.v);
 }
 // Chunk c's rows of Aqk into the backward's one copy.
-__device__ __forceinline__ void scan_bwd_stage_aq(bf16 *aq, const scan_layout &L, const kda_shape &s,
-                                                  const kda_saved &sv, int b, int c, int h) {
+template <int VT>
+__device__ __forceinline__ void scan_bwd_stage_aq(bf16 *aq, const scan_layout &L, const scan_pieces &P,
+                                                  const kda_shape &s, const kda_saved &sv, int b, int c, int h) {
+    constexpr int NTH = scan_threads<VT>();
     int n = min(s.C, s.T - c * s.C);
-    stage_rows(aq, L.pc, sv.Aqk + kda_row(s, b, c, h, 0) * s.C, (size_t)s.H * s.C, n, s.C, L.CC, L.CC);
+    stage_rows<NTH>(aq, L.pc, sv.Aqk + kda_row(s, b, c, h, 0) * s.C, (size_t)s.H * s.C, n, s.C, L.CC, L.CC, P.c);
 }
 
 // dVn: B1 (out); dh: the snapshots dS_c.
@@ -282,26 +320,30 @@ __global__ void __launch_bounds__(scan_threads<VT>())
     extern __shared__ __align__(128) unsigned char scan_raw[];
     constexpr int NTH = scan_threads<VT>();
     const scan_layout L = scan_layout_of<VT>(s, true);
+    const scan_pieces P = {piece_of<NTH>(L.KP / 8), piece_of<NTH>(VT / 8), piece_of<NTH>(L.CC / 8)};
     int K = s.K, V = s.V, KP = L.KP, CC = L.CC;
     float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     bool vecV = V % 8 == 0; // global rows of dh and dVn 16-byte aligned (the scratch's parts are)
+    int rsV = s.H * V; // elements between token rows of dVn
     float *dS = at<float>(scan_raw, L.S);
     bf16 *dSh = at<bf16>(scan_raw, L.Sh), *dSl = at<bf16>(scan_raw, L.Sl);
     bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
     for (int e = tid; e < KP * VT; e += NTH) dS[(e / VT) * L.pf + e % VT] = 0.0f; // dS_final = 0
     float *dv = at<float>(scan_raw, L.dv);
     bf16 *aq = at<bf16>(scan_raw, L.aqb);
-    scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, s, sv, dO, b, s.NT - 1, h, v0);
-    scan_bwd_stage_aq(aq, L, s, sv, b, s.NT - 1, h);
+    scan_bwd_stage<VT>(stage_buf(scan_raw, L, s.NT - 1), L, P, s, sv, dO, b, s.NT - 1, h, v0);
+    scan_bwd_stage_aq<VT>(aq, L, P, s, sv, b, s.NT - 1, h);
     if (tid < K) eg[((s.NT - 1) & 1) * KP + tid] = expf(chunk_glast(s, sv, b, s.NT - 1, h, tid));
     for (int c = s.NT - 1; c >= 0; c--) {
         unsigned char *cur = stage_buf(scan_raw, L, c);
         int n = min(s.C, s.T - c * s.C);
         size_t ch = kda_chunk(s, b, c, h), row0 = kda_row(s, b, c, h, 0);
+        bf16 *dhc = dh + ch * K * V + v0; // this chunk's global rows, once: 32-bit offsets below
+        float *dVnc = dVn + row0 * V + v0;
         cp_async_wait_all();
         __syncthreads(); // chunk c staged; the previous chunk's update of dS done; the other buffer free
-        if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, s, sv, dO, b, c - 1, h, v0);
+        if (c > 0) scan_bwd_stage<VT>(stage_buf(scan_raw, L, c - 1), L, P, s, sv, dO, b, c - 1, h, v0);
         float gnext = c > 0 && tid < K ? chunk_glast(s, sv, b, c - 1, h, tid) : 0.0f;
         const float *ec = eg + (c & 1) * KP;
         for (int e = tid; e < KP * (VT / 8); e += NTH) { // the snapshot dh_c, dS as hi + lo, then decay
@@ -312,7 +354,7 @@ __global__ void __launch_bounds__(scan_threads<VT>())
 #pragma unroll
             for (int t = 0; t < 8; t++) hb[t] = f2bf(x[t]), lb[t] = f2bf(x[t] - bf2f(hb[t]));
             *(uint4 *)&dSh[d * L.pv + v] = pack8(hb), *(uint4 *)&dSl[d * L.pv + v] = pack8(lb);
-            if (d < K) put8(dh + (ch * K + d) * V + v0 + v, hb, V - v0 - v, vecV);
+            if (d < K) put8(dhc + d * V + v, hb, V - v0 - v, vecV);
             float g = d < K ? ec[d] : 0.0f;
 #pragma unroll
             for (int t = 0; t < 8; t++) x[t] = d < K ? g * x[t] : 0.0f;
@@ -338,7 +380,7 @@ __global__ void __launch_bounds__(scan_threads<VT>())
                 load8f(dv + r * L.pf + v, x);
 #pragma unroll
                 for (int t = 0; t < 8; t++) x[t] = r < n ? x[t] : 0.0f;
-                if (r < n) put8(dVn + (row0 + (size_t)r * s.H) * V + v0 + v, x, V - v0 - v, vecV);
+                if (r < n) put8(dVnc + r * rsV + v, x, V - v0 - v, vecV);
                 __align__(16) bf16 hb[8], lb[8];
 #pragma unroll
                 for (int t = 0; t < 8; t++) hb[t] = f2bf(x[t]), lb[t] = f2bf(x[t] - bf2f(hb[t]));
@@ -348,7 +390,7 @@ __global__ void __launch_bounds__(scan_threads<VT>())
         __syncthreads();
         // aq is free until the next chunk's B1: its rows load meanwhile (B3, the next snapshot), so
         // it needs one buffer, not two (2 blocks an SM at 64 value columns, K = 32)
-        if (c > 0) scan_bwd_stage_aq(aq, L, s, sv, b, c - 1, h);
+        if (c > 0) scan_bwd_stage_aq<VT>(aq, L, P, s, sv, b, c - 1, h);
         for (int t = warp; t < (KP / 16) * (VT / 16); t += NTH / 32) { // B3
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, a, bq;

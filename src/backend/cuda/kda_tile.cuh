@@ -121,16 +121,19 @@ typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, bf16, nvcuda:
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, bf16, nvcuda::wmma::col_major> frag_a_col;
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, bf16, nvcuda::wmma::row_major> frag_b_row;
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, bf16, nvcuda::wmma::col_major> frag_b_col;
+// frag_at takes the shared-memory address itself (smem_addr of a base plus a byte offset: 32-bit
+// address arithmetic, where a pointer's would be 64-bit).
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 #define KDA_FRAG_LOAD(FRAG, MAT, LAYOUT)                                                                        \
-    __device__ __forceinline__ void frag_load(FRAG &f, const bf16 *p, int ld) {                                 \
+    __device__ __forceinline__ void frag_at(FRAG &f, unsigned a, int ld) {                                      \
         static_assert(sizeof(f.x) == 16, "a bf16 16x16x16 fragment is 4 registers");                           \
         unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);                                                     \
-        unsigned a = (unsigned)__cvta_generic_to_shared(p);                                                      \
         asm volatile("wmma.load." MAT ".sync.aligned." LAYOUT ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;" \
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                            \
                      : "r"(a), "r"(ld)                                                                           \
                      : "memory");                                                                                \
-    }
+    }                                                                                                            \
+    __device__ __forceinline__ void frag_load(FRAG &f, const bf16 *p, int ld) { frag_at(f, smem_addr(p), ld); }
 KDA_FRAG_LOAD(frag_a_row, "a", "row")
 KDA_FRAG_LOAD(frag_a_col, "a", "col")
 KDA_FRAG_LOAD(frag_b_row, "b", "row")
@@ -170,18 +173,20 @@ template <bool TA, bool TB> __device__ __forceinline__ void tile_mma(tacc &part,
     using namespace nvcuda;
     typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
     typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
+    unsigned ah0 = smem_addr(t.A.hi), bh0 = smem_addr(t.B.hi); // the lo parts: read only where given
+    unsigned al0 = t.A.lo ? smem_addr(t.A.lo) : 0, bl0 = t.B.lo ? smem_addr(t.B.lo) : 0;
     for (int kk = 0; kk < t.Kd; kk += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
-        size_t ao = TA ? (size_t)kk * t.A.ld + i0 : (size_t)i0 * t.A.ld + kk;
-        size_t bo = TB ? (size_t)j0 * t.B.ld + kk : (size_t)kk * t.B.ld + j0;
-        frag_load(ah, t.A.hi + ao, t.A.ld);
-        if (t.A.lo) frag_load(al, t.A.lo + ao, t.A.ld);
-        frag_load(bh, t.B.hi + bo, t.B.ld);
+        unsigned ao = 2 * (TA ? kk * t.A.ld + i0 : i0 * t.A.ld + kk); // byte offsets
+        unsigned bo = 2 * (TB ? j0 * t.B.ld + kk : kk * t.B.ld + j0);
+        frag_at(ah, ah0 + ao, t.A.ld);
+        if (t.A.lo) frag_at(al, al0 + ao, t.A.ld);
+        frag_at(bh, bh0 + bo, t.B.ld);
         wmma::mma_sync(part, ah, bh, part);
         if (t.A.lo) wmma::mma_sync(part, al, bh, part);
         if (t.B.lo) {
-            frag_load(bl, t.B.lo + bo, t.B.ld);
+            frag_at(bl, bl0 + bo, t.B.ld);
             wmma::mma_sync(part, ah, bl, part);
         }
     }
@@ -195,20 +200,22 @@ __device__ __forceinline__ void tile_mma2(tacc &pa, tacc &pb, const tterm &t, in
     using namespace nvcuda;
     typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
     typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LB;
+    unsigned ah0 = smem_addr(t.A.hi), bh0 = smem_addr(t.B.hi); // the lo parts: read only where given
+    unsigned al0 = t.A.lo ? smem_addr(t.A.lo) : 0, bl0 = t.B.lo ? smem_addr(t.B.lo) : 0;
     for (int kk = 0; kk < t.Kd; kk += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> ah, al, ah2, al2;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> bh, bl;
-        size_t aoa = TA ? (size_t)kk * t.A.ld + i0a : (size_t)i0a * t.A.ld + kk;
-        size_t aob = TA ? (size_t)kk * t.A.ld + i0b : (size_t)i0b * t.A.ld + kk;
-        size_t bo = TB ? (size_t)j0 * t.B.ld + kk : (size_t)kk * t.B.ld + j0;
-        frag_load(ah, t.A.hi + aoa, t.A.ld);
-        frag_load(ah2, t.A.hi + aob, t.A.ld);
-        frag_load(bh, t.B.hi + bo, t.B.ld);
+        unsigned aoa = 2 * (TA ? kk * t.A.ld + i0a : i0a * t.A.ld + kk); // byte offsets
+        unsigned aob = 2 * (TA ? kk * t.A.ld + i0b : i0b * t.A.ld + kk);
+        unsigned bo = 2 * (TB ? j0 * t.B.ld + kk : kk * t.B.ld + j0);
+        frag_at(ah, ah0 + aoa, t.A.ld);
+        frag_at(ah2, ah0 + aob, t.A.ld);
+        frag_at(bh, bh0 + bo, t.B.ld);
         if (t.A.lo) {
-            frag_load(al, t.A.lo + aoa, t.A.ld);
-            frag_load(al2, t.A.lo + aob, t.A.ld);
+            frag_at(al, al0 + aoa, t.A.ld);
+            frag_at(al2, al0 + aob, t.A.ld);
         }
-        if (t.B.lo) frag_load(bl, t.B.lo + bo, t.B.ld);
+        if (t.B.lo) frag_at(bl, bl0 + bo, t.B.ld);
         wmma::mma_sync(pa, ah, bh, pa);
         wmma::mma_sync(pb, ah2, bh, pb);
         if (t.A.lo) {
