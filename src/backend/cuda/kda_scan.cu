@@ -16,6 +16,12 @@
 // read them back from global memory (the forward's output kernel and the backward's D1: 0.14 and
 // 0.11 ms at 32 x 2048 on an H100). Their sums are kda_chunk_gemm's, term by term in its order
 // (acc = 0 + alpha·part per term), so the bits are those of the chunk GEMMs they replace.
+// aqk_tri: Aqk is stored lower triangular (zeros above the diagonal), so the 16-deep steps of its
+// products that meet only those zeros are skipped (a quarter to a half of them). A skipped step
+// would add products that are all ±0: a nonzero sum is unchanged by it, and a zero one differs
+// at most in its sign, which the sums into acc do not keep (acc is never −0: its first term
+// enters as 0 + alpha·part). For finite operands: an Inf or NaN in Vn or dO no longer reaches the
+// rows whose Aqk entries are those zeros (0·Inf was NaN there).
 // Operands that are bf16 values (Wm, kg, qg, Um, dO, the snapshot h_c, Vn) enter the MMAs as they
 // are; the fp32 ones (dS, dVn) as bf16 hi + lo pairs (kda_tile.cuh). State and accumulators are fp32.
 #include <stdlib.h>
@@ -262,7 +268,8 @@ __global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_sh
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, part;
             tterm p0 = {{(bf16 *)qg, NULL, L.pk}, {Sh, NULL, L.pv}, false, false, KP, s.scale};
-            tterm p1 = {{(bf16 *)aq, NULL, L.pc}, {Vh, NULL, L.pv}, false, false, CC, 1.0f};
+            // Aqk is lower triangular: rows i0.. have no term past column i0 + 15 (aqk_tri)
+            tterm p1 = {{(bf16 *)aq, NULL, L.pc}, {Vh, NULL, L.pv}, false, false, min(CC, i0 + 16), 1.0f};
             wmma::fill_fragment(part, 0.0f);
             tile_mma<false, false>(part, p0, i0, j0);
             acc_term(acc, part, p0.alpha, true);
@@ -366,7 +373,9 @@ __global__ void __launch_bounds__(scan_threads<VT>())
         for (int t = warp; t < (CC / 16) * (VT / 16); t += NTH / 32) { // B1: dVn = Aqkᵀ·dO + kg·dS
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, part;
-            tterm pa = {{aq, NULL, L.pc}, {(bf16 *)dOs, NULL, L.pv}, true, false, CC, 1.0f};
+            // Aqkᵀ's rows i0.. have no term before column i0 (aqk_tri): the products from k = i0 on
+            tterm pa = {{aq + i0 * L.pc, NULL, L.pc}, {(bf16 *)dOs + i0 * L.pv, NULL, L.pv}, true, false, CC - i0,
+                        1.0f};
             wmma::fill_fragment(part, 0.0f);
             tile_mma<true, false>(part, pa, i0, j0);
             acc_term(acc, part, pa.alpha, true); // D1's fp32 sum
