@@ -28,8 +28,12 @@
 
 #include "backend/cuda/kda_tile.cuh"
 
-// Threads a block: 4 warps at 16 or 32 value columns, 8 at 64 (the same tiles a warp).
+// Threads a block: 4 warps at 16 or 32 value columns, 8 at 64 (the same tiles a warp). Registers
+// bounded at 128 a thread (2 blocks of 256 threads an SM, 4 of 128): at 64 columns Hopper's
+// shared memory holds 2 blocks (K = 32, V = 64: 105 / 110 KiB), and without the bound one register
+// more would halve the blocks in flight (the staging's pieces took these kernels to 126).
 template <int VT> __host__ __device__ constexpr int scan_threads() { return VT == 64 ? 256 : 128; }
+template <int VT> __host__ __device__ constexpr int scan_min_blocks() { return VT == 64 ? 2 : 4; }
 // Thread d < K takes key column d's decay (chunk_glast): every block has at least K threads.
 static_assert(KDA_MAX_KV <= scan_threads<16>(), "the scans need a thread per key column");
 
@@ -189,8 +193,8 @@ __device__ __forceinline__ float chunk_glast(const kda_shape &s, const kda_saved
 }
 
 template <int VT>
-__global__ void __launch_bounds__(scan_threads<VT>()) kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio,
-                                                                           bf16 *__restrict__ O) {
+__global__ void __launch_bounds__(scan_threads<VT>(), scan_min_blocks<VT>())
+    kda_scan_fwd_kernel(kda_shape s, kda_saved sv, float *Sio, bf16 *__restrict__ O) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char scan_raw[];
     constexpr int NTH = scan_threads<VT>();
@@ -321,7 +325,7 @@ __device__ __forceinline__ void scan_bwd_stage_aq(bf16 *aq, const scan_layout &L
 
 // dVn: B1 (out); dh: the snapshots dS_c.
 template <int VT>
-__global__ void __launch_bounds__(scan_threads<VT>())
+__global__ void __launch_bounds__(scan_threads<VT>(), scan_min_blocks<VT>())
     kda_scan_bwd_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, float *__restrict__ dVn, bf16 *dh) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char scan_raw[];
@@ -417,23 +421,46 @@ __global__ void __launch_bounds__(scan_threads<VT>())
 }
 
 // ---- launches ----
-// Value columns per block: 64 where the (b, h) pairs fill at least half the SMs, so that each
-// block reads a (b, h)'s kg, qg, Wm, Aqk once; else 32 for the forward and 16 for the backward,
-// more blocks for fewer pairs. Measured on an H100 (132 SMs), the core fwd + bwd: at 32 x 2048
-// (256 pairs) 64 columns 3.10 ms against 3.19 (session 25); with O and D1 inside the scans
-// (session 26), at 16 x 2048 (128 pairs) 1.56 ms against 1.66 at 32 / 16 and 1.57 at 32 / 32, and
-// at 8 x 2048 (64 pairs) 0.97 against 0.93-0.94 at 32 / 16: the boundary lies between 64 and 128
-// pairs. Hopper only (2 blocks an SM at 64; an A100's shared memory holds one).
+// Value columns per block: 64 where the (b, h) blocks at 64 columns fill the SMs as many as fit an
+// SM (scan_blocks_per_sm: 2 on Hopper, so at least half as many pairs as SMs; 1 on an A100, whose
+// 164 KiB hold one), so that each block reads a (b, h)'s kg, qg, Wm, Aqk once; else 32 for the
+// forward and 16 for the backward, more blocks for fewer pairs. Measured on an H100 (132 SMs), the
+// core fwd + bwd: at 32 x 2048 (256 pairs) 64 columns 3.10 ms against 3.19 (session 25); with O
+// and D1 inside the scans (session 26), at 16 x 2048 (128 pairs) 1.56 ms against 1.66 at 32 / 16
+// and 1.57 at 32 / 32, and at 8 x 2048 (64 pairs) 0.97 against 0.93-0.94 at 32 / 16: the boundary
+// lies between 64 and 128 pairs. Not measured on an A100.
 // KDA_SCAN_VT=16, 32 or 64 sets both (tests and measurements). Narrower where a block would not
 // fit the GPU. The width changes no sum: every element's products run over the same terms in the
 // same order (the same bits; test_cuda_kda compares them).
-static int scan_vt(const kda_shape &s, int narrow) {
+// A scan kernel's dynamic shared memory, with all of the SM's shared memory asked for (as the
+// fused kernels do: the default carveout may hold fewer blocks).
+template <typename Kern> static void scan_smem_attrs(Kern kern, size_t smem) {
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
+}
+// Blocks of the 64-column kernel an SM holds at this shape (0: it does not fit), once a shape.
+template <typename Kern> static int scan_blocks_per_sm(Kern k64, const kda_shape &s, bool bwd) {
+    static size_t last_smem[2];
+    static int last_blocks[2];
+    size_t smem = scan_layout_of<64>(s, bwd).bytes;
+    if (smem != last_smem[bwd]) {
+        int n = 0;
+        if (cu_smem_fits(smem)) {
+            scan_smem_attrs(k64, smem);
+            CU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k64, scan_threads<64>(), smem));
+        }
+        last_smem[bwd] = smem, last_blocks[bwd] = n;
+    }
+    return last_blocks[bwd];
+}
+template <typename Kern> static int scan_vt(const kda_shape &s, int narrow, Kern k64, bool bwd) {
     const char *e = getenv("KDA_SCAN_VT");
     if (e && *e) {
         int v = atoi(e);
         return v == 16 || v == 64 ? v : 32;
     }
-    return 2L * s.B * s.H >= cu_sm_count() ? 64 : narrow;
+    return (long)scan_blocks_per_sm(k64, s, bwd) * s.B * s.H >= cu_sm_count() ? 64 : narrow;
 }
 
 template <int VT, typename Kern, typename... Args>
@@ -442,7 +469,7 @@ static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
     KDA_CHECK(cu_smem_fits(smem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the state scan; this GPU allows less",
               s.K, s.V, smem);
-    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    scan_smem_attrs(kern, smem);
     kern<<<dim3((s.V + VT - 1) / VT, s.H, s.B), scan_threads<VT>(), smem, cu_stream>>>(args...);
     CU_LAUNCHED();
 }
@@ -468,11 +495,13 @@ static void launch_scan_at(int vt, Kern k16, Kern k32, Kern k64, const kda_shape
 }
 
 void kda_scan_fwd(const kda_shape &s, const kda_saved &sv, float *Sio, bf16 *O) {
-    launch_scan_at(scan_fit_vt(s, false, scan_vt(s, 32)), kda_scan_fwd_kernel<16>, kda_scan_fwd_kernel<32>,
-                   kda_scan_fwd_kernel<64>, s, false, s, sv, Sio, O);
+    int vt = scan_fit_vt(s, false, scan_vt(s, 32, kda_scan_fwd_kernel<64>, false));
+    launch_scan_at(vt, kda_scan_fwd_kernel<16>, kda_scan_fwd_kernel<32>, kda_scan_fwd_kernel<64>, s, false, s, sv, Sio,
+                   O);
 }
 
 void kda_scan_bwd(const kda_shape &s, const kda_saved &sv, const bf16 *dO, float *dVn, bf16 *dh) {
-    launch_scan_at(scan_fit_vt(s, true, scan_vt(s, 16)), kda_scan_bwd_kernel<16>, kda_scan_bwd_kernel<32>,
-                   kda_scan_bwd_kernel<64>, s, true, s, sv, dO, dVn, dh);
+    int vt = scan_fit_vt(s, true, scan_vt(s, 16, kda_scan_bwd_kernel<64>, true));
+    launch_scan_at(vt, kda_scan_bwd_kernel<16>, kda_scan_bwd_kernel<32>, kda_scan_bwd_kernel<64>, s, true, s, sv, dO,
+                   dVn, dh);
 }
