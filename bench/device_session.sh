@@ -831,6 +831,17 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s36) # next/s36 (0001: bf16 tiles by cp.async and fp32 tiles two rows at a time in D3, intra and finish;
+    # 0002: the finish kernel's reads issued together): core_ab_checks with the unfused D3 too, 0001
+    # alone (bench_s36a) beside the series, the 300M step against main, the fused kernels' stall profile
+    core_ab_checks "KDA_CORE_UNFUSED=1"
+    if [ -x $N/bench_s36a ]; then
+        ncu_kda_kernels bench_s36a /tmp/ncu_a.csv
+        core_vs_base "8 16 32 64" bench_s36a bench_kda_cuda
+    fi
+    step_vs_base
+    ncu_core_source
+    ;;
 s35) # bench/pending/next-s35 (0001: the scans' integer work, d34 without the forward's row pointers;
     # 0002: Aqk's zero blocks skipped): core_ab_checks on the series, 0001 alone (bench_s35a) beside
     # it, the 300M step against main, then the fused kernels' stall profile (finish, D3, intra: ncu
