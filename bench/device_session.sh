@@ -831,6 +831,11 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s36b) # next/s36b (the finish kernel's reads issued together, alone: s36's 0001 broke the forward
+    # at K = V = 128 and gained nothing measurable): core_ab_checks with the unfused D3, the step
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    step_vs_base
+    ;;
 s36) # next/s36 (0001: bf16 tiles by cp.async and fp32 tiles two rows at a time in D3, intra and finish;
     # 0002: the finish kernel's reads issued together): core_ab_checks with the unfused D3 too, 0001
     # alone (bench_s36a) beside the series, the 300M step against main, the fused kernels' stall profile
