@@ -379,15 +379,23 @@ __device__ __forceinline__ float *diag_at(bf16 (*hi)[FMP], int r, int j) {
 __device__ __forceinline__ float pair_l(finish_smem &m, int r, int j) { return *diag_at(m.dLh, r, j); }
 __device__ __forceinline__ float pair_a(finish_smem &m, int r, int j) { return *diag_at(m.dAh, r, j); }
 
-// After the tile loads of dL and dAqk (and a barrier): their diagonal blocks as fp32 (diag_at).
+// After the tile loads of dL and dAqk (and a barrier): their diagonal blocks as fp32 (diag_at),
+// a thread's DPT elements of each read before the first is stored.
+enum { DPT = KDA_MAX_C * 16 / 256 };
 __device__ void finish_diag_blocks(finish_smem &m, const kda_shape &s, const float *__restrict__ dL,
                                    const float *__restrict__ dA, size_t row0, int n) {
-    for (int e = threadIdx.x; e < KDA_MAX_C * 16; e += blockDim.x) {
-        int r = e >> 4, j = (r & ~15) + (e & 15);
+    float l[DPT], a[DPT];
+#pragma unroll
+    for (int x = 0; x < DPT; x++) {
+        int e = threadIdx.x + 256 * x, r = e >> 4, j = (r & ~15) + (e & 15);
         size_t i = (row0 + (size_t)r * s.H) * s.C + j;
         bool ok = r < n && j < s.C;
-        *diag_at(m.dLh, r, j) = ok ? dL[i] : 0.0f;
-        *diag_at(m.dAh, r, j) = ok ? dA[i] : 0.0f;
+        l[x] = ok ? dL[i] : 0.0f, a[x] = ok ? dA[i] : 0.0f;
+    }
+#pragma unroll
+    for (int x = 0; x < DPT; x++) {
+        int e = threadIdx.x + 256 * x, r = e >> 4, j = (r & ~15) + (e & 15);
+        *diag_at(m.dLh, r, j) = l[x], *diag_at(m.dAh, r, j) = a[x];
     }
 }
 
@@ -464,6 +472,40 @@ __device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shap
     }
 }
 
+// B6: Σ_v h·dh of this chunk for the pass's key columns into m.hdh: warp w's columns w and w + 8
+// (dn ≤ 16), each lane's terms j = lane, lane + 32, .. in that order, then the warp's tree (the
+// order of one column at a time), with every read of a 64-wide stretch of both columns issued
+// before the first product.
+static_assert(FT <= 16, "finish_b6: at most two columns a warp");
+__device__ __forceinline__ void finish_b6(finish_smem &m, const kda_shape &s, const kda_saved &sv,
+                                          const kda_bwd_scratch &w, size_t ch, int d0, int dn) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, V = s.V;
+    float sd[2] = {0.0f, 0.0f};
+    for (int j0 = lane; j0 < V; j0 += 64) {
+        float hv[2][2], dv[2][2];
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+                int dd = warp + 8 * u, j = j0 + 32 * t;
+                bool ok = dd < dn && j < V;
+                size_t o = (ch * s.K + d0 + dd) * V + j;
+                hv[u][t] = ok ? bf2f(sv.h[o]) : 0.0f, dv[u][t] = ok ? bf2f(w.dh[o]) : 0.0f;
+            }
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int t = 0; t < 2; t++)
+                if (warp + 8 * u < dn && j0 + 32 * t < V) sd[u] += hv[u][t] * dv[u][t];
+    }
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+        if (warp + 8 * u < dn) {
+            float t = warp_sum(sd[u]);
+            if (lane == 0) m.hdh[warp + 8 * u] = t;
+        }
+}
+
 __global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ f, const float *__restrict__ A_log,
                       const float *__restrict__ dt_bias, kda_bwd_scratch w, bf16 *__restrict__ dq,
@@ -473,7 +515,7 @@ __global__ void __launch_bounds__(256, 3)
     const int MC = KDA_MAX_C;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31;
-    int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C;
+    int n = min(s.C, s.T - c * s.C), K = s.K, C = s.C;
     size_t ch = kda_chunk(s, b, c, h), last = kda_row(s, b, c, h, n - 1), row0 = kda_row(s, b, c, h, 0);
     float sc = s.scale, eA = expf(A_log[h]);
 
@@ -491,13 +533,7 @@ __global__ void __launch_bounds__(256, 3)
         load_chunk_rows(s, sv.kn, K, b, c, h, n, MC, d0, FT, K, &m.ks[0][0], FTP);
         load_chunk_rows(s, sv.G, K, b, c, h, n, MC, d0, FT, K, &m.gs[0][0], FTP);
         if (tid < dn) m.gl[tid] = sv.G[last * K + d0 + tid];
-        for (int dd = warp; dd < dn; dd += 8) { // B6: Σ_v h·dh of this chunk, per key column
-            const bf16 *hs = sv.h + (ch * K + d0 + dd) * V, *dhs = w.dh + (ch * K + d0 + dd) * V;
-            float sd = 0.0f;
-            for (int j = lane; j < V; j += 32) sd += bf2f(hs[j]) * bf2f(dhs[j]);
-            sd = warp_sum(sd);
-            if (lane == 0) m.hdh[dd] = sd;
-        }
+        finish_b6(m, s, sv, w, ch, d0, dn);
         __syncthreads();
         finish_stage(m, n, dn, sc);
         __syncthreads();
@@ -505,6 +541,12 @@ __global__ void __launch_bounds__(256, 3)
         __syncthreads();
         finish_pairs_once(m, s, w, row0, d0, n, dn, sc);
         __syncthreads();
+        float fz[PER]; // the gate backward's f, read here to be in flight during B10
+#pragma unroll
+        for (int x = 0; x < PER; x++) {
+            int e = tid + 256 * x, r = e / FT, dd = e % FT;
+            fz[x] = r < n && dd < dn ? bf2f(f[(row0 + (size_t)r * s.H) * K + d0 + dd]) : 0.0f;
+        }
         if (tid < n) m.dbeta[tid] += m.dbp[0][tid] + m.dbp[1][tid];
         for (int dd = warp; dd < dn; dd += 8) { // B5 + B6 land on the last row; B10 reverse cumsum: dgs
             // becomes dα. A lane holds rows lane and lane + 32 (rows past n are zeros).
@@ -526,7 +568,7 @@ __global__ void __launch_bounds__(256, 3)
             float dz = 0.0f, dal = 0.0f;
             if (r < n && dd < dn) {
                 size_t i = (row0 + (size_t)r * s.H) * K + d0 + dd;
-                float z = bf2f(f[i]) + dt_bias[h * K + d0 + dd];
+                float z = fz[x] + dt_bias[h * K + d0 + dd];
                 float alpha = -eA * softplus20(z), da = m.dgs[r][dd];
                 dz = da * -eA * (z > 20.0f ? 1.0f : sigmoidf_(z));
                 df[i] = f2bf(dz);
@@ -551,14 +593,17 @@ __global__ void __launch_bounds__(256, 3)
         db[kda_b_at(s, kda_row(s, b, c, h, tid))] = f2bf(m.dbeta[tid] * be * (1.0f - be));
     }
     // l2norm backward: dx = rstd·(dy − (dy·y)·y), y the bf16 normalised vector; a warp's rows
-    // RW at a time as in B7, their loads issued together (the same bits as one at a time)
+    // RW at a time as in B7, their loads issued together (the same bits as one at a time). A lane's
+    // first column (d = lane) is kept in registers from the dot products to the stores; further
+    // columns (K > 32) are read again.
     for (int r0 = warp; r0 < n; r0 += 8 * RW) {
         size_t row[RW];
-        float dotq[RW], dotk[RW], rq[RW], rk[RW];
+        float dotq[RW], dotk[RW], rq[RW], rk[RW], gq0[RW], yq0[RW], gk0[RW], yk0[RW];
 #pragma unroll
         for (int q = 0; q < RW; q++) {
             row[q] = kda_row(s, b, c, h, min(r0 + 8 * q, n - 1)), dotq[q] = dotk[q] = 0.0f;
             rq[q] = sv.rq[row[q]], rk[q] = sv.rk[row[q]];
+            gq0[q] = yq0[q] = gk0[q] = yk0[q] = 0.0f;
         }
         for (int d = lane; d < K; d += 32) {
             float gq[RW], yq[RW], gk[RW], yk[RW];
@@ -569,6 +614,9 @@ __global__ void __launch_bounds__(256, 3)
             }
 #pragma unroll
             for (int q = 0; q < RW; q++) dotq[q] += gq[q] * yq[q], dotk[q] += gk[q] * yk[q];
+            if (d == lane)
+#pragma unroll
+                for (int q = 0; q < RW; q++) gq0[q] = gq[q], yq0[q] = yq[q], gk0[q] = gk[q], yk0[q] = yk[q];
         }
 #pragma unroll
         for (int q = 0; q < RW; q++) dotq[q] = warp_sum(dotq[q]), dotk[q] = warp_sum(dotk[q]);
@@ -577,8 +625,11 @@ __global__ void __launch_bounds__(256, 3)
             for (int q = 0; q < RW; q++) {
                 if (r0 + 8 * q >= n) continue;
                 size_t i = row[q] * K + d;
-                dq[i] = f2bf(rq[q] * (w.dQ[i] - dotq[q] * bf2f(sv.qn[i])));
-                dk[i] = f2bf(rk[q] * (w.dK[i] - dotk[q] * bf2f(sv.kn[i])));
+                bool first = d == lane;
+                float gq = first ? gq0[q] : w.dQ[i], yq = first ? yq0[q] : bf2f(sv.qn[i]);
+                float gk = first ? gk0[q] : w.dK[i], yk = first ? yk0[q] : bf2f(sv.kn[i]);
+                dq[i] = f2bf(rq[q] * (gq - dotq[q] * yq));
+                dk[i] = f2bf(rk[q] * (gk - dotk[q] * yk));
             }
         }
     }
