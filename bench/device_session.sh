@@ -831,6 +831,16 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s37) # next/s37 (B6's Σ h·dh in D3) against main: core_ab_checks with the unfused D3; then where the
+    # build stands for issue 17 (its bits are main's when same_bits passes): the recorded-FLA parity
+    # run, the kda side of the step table (300M 16, 32; 1B 16), the 300M 32 x 2048 step with no recompute
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run"
+    kda_step_table
+    bench300 $N "300M 32x2048, no recompute" recompute_granularity=null
+    lap "300M 32 x 2048 without recompute"
+    ;;
 s36b) # next/s36b (the finish kernel's reads issued together, alone: s36's 0001 broke the forward
     # at K = V = 128 and gained nothing measurable): core_ab_checks with the unfused D3, the step
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
