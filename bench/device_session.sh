@@ -831,6 +831,14 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s38) # next/s38 (experiment: the finish kernel at 2 blocks an SM, 0001 alone as bench_s38a; with the
+    # pair phase's dQg, dKd, Gm read before its loops, which spill at 3 blocks' 80 registers)
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    if [ -x $N/bench_s38a ]; then
+        ncu_kda_kernels bench_s38a /tmp/ncu_a.csv
+        core_vs_base "16 32 64" bench_s38a bench_kda_cuda
+    fi
+    ;;
 s37) # next/s37 (B6's Σ h·dh in D3) against main: core_ab_checks with the unfused D3; then where the
     # build stands for issue 17 (its bits are main's when same_bits passes): the recorded-FLA parity
     # run, the kda side of the step table (300M 16, 32; 1B 16), the 300M 32 x 2048 step with no recompute
