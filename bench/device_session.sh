@@ -832,12 +832,14 @@ d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench
     core_ab_checks
     ;;
 s38) # next/s38 (experiment: the finish kernel at 2 blocks an SM, 0001 alone as bench_s38a; with the
-    # pair phase's dQg, dKd, Gm read before its loops, which spill at 3 blocks' 80 registers)
+    # pair phase's dQg, dKd, Gm read before its loops, which spill at 3 blocks' 80 registers, as
+    # bench_s38b; the series adds D3 at 2 blocks an SM)
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    if [ -x $N/bench_s38a ]; then
-        ncu_kda_kernels bench_s38a /tmp/ncu_a.csv
-        core_vs_base "16 32 64" bench_s38a bench_kda_cuda
-    fi
+    for k in bench_s38a bench_s38b; do # 0001 alone, 0001 + 0002 (0003: D3 at 2 blocks an SM too)
+        [ -x $N/$k ] || continue
+        ncu_kda_kernels $k /tmp/ncu_$k.csv
+        core_vs_base "16 32 64" $k bench_kda_cuda
+    done
     ;;
 s37) # next/s37 (B6's Σ h·dh in D3) against main: core_ab_checks with the unfused D3; then where the
     # build stands for issue 17 (its bits are main's when same_bits passes): the recorded-FLA parity
