@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(scan_threads<VT>(), scan_min_blocks<VT>())
     float *eg = at<float>(scan_raw, L.eg);
     int v0 = blockIdx.x * VT, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     bool vecV = V % 8 == 0; // global rows of dh and dVn 16-byte aligned (the scratch's parts are)
-    int rsV = s.H * V; // elements between token rows of dVn
+    int rsV = s.H * V;      // elements between token rows of dVn
     float *dS = at<float>(scan_raw, L.S);
     bf16 *dSh = at<bf16>(scan_raw, L.Sh), *dSl = at<bf16>(scan_raw, L.Sl);
     bf16 *Vh = at<bf16>(scan_raw, L.Vh), *Vl = at<bf16>(scan_raw, L.Vl);
@@ -378,8 +378,8 @@ __global__ void __launch_bounds__(scan_threads<VT>(), scan_min_blocks<VT>())
             int i0 = tile_row<VT>(t), j0 = tile_col<VT>(t);
             tacc acc, part;
             // Aqkᵀ's rows i0.. have no term before column i0 (aqk_tri): the products from k = i0 on
-            tterm pa = {{aq + i0 * L.pc, NULL, L.pc}, {(bf16 *)dOs + i0 * L.pv, NULL, L.pv}, true, false, CC - i0,
-                        1.0f};
+            tterm pa = {
+                {aq + i0 * L.pc, NULL, L.pc}, {(bf16 *)dOs + i0 * L.pv, NULL, L.pv}, true, false, CC - i0, 1.0f};
             wmma::fill_fragment(part, 0.0f);
             tile_mma<true, false>(part, pa, i0, j0);
             acc_term(acc, part, pa.alpha, true); // D1's fp32 sum
@@ -436,8 +436,8 @@ __global__ void __launch_bounds__(scan_threads<VT>(), scan_min_blocks<VT>())
 // fused kernels do: the default carveout may hold fewer blocks).
 template <typename Kern> static void scan_smem_attrs(Kern kern, size_t smem) {
     CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared));
+    CU_CHECK(
+        cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
 }
 // Blocks of the 64-column kernel an SM holds at this shape (0: it does not fit), once a shape.
 template <typename Kern> static int scan_blocks_per_sm(Kern k64, const kda_shape &s, bool bwd) {

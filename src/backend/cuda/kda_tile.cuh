@@ -124,15 +124,15 @@ typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, bf16, nvcuda:
 // frag_at takes the shared-memory address itself (smem_addr of a base plus a byte offset: 32-bit
 // address arithmetic, where a pointer's would be 64-bit).
 __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-#define KDA_FRAG_LOAD(FRAG, MAT, LAYOUT)                                                                        \
-    __device__ __forceinline__ void frag_at(FRAG &f, unsigned a, int ld) {                                      \
-        static_assert(sizeof(f.x) == 16, "a bf16 16x16x16 fragment is 4 registers");                           \
-        unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);                                                     \
-        asm volatile("wmma.load." MAT ".sync.aligned." LAYOUT ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;" \
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                            \
-                     : "r"(a), "r"(ld)                                                                           \
-                     : "memory");                                                                                \
-    }                                                                                                            \
+#define KDA_FRAG_LOAD(FRAG, MAT, LAYOUT)                                                                               \
+    __device__ __forceinline__ void frag_at(FRAG &f, unsigned a, int ld) {                                             \
+        static_assert(sizeof(f.x) == 16, "a bf16 16x16x16 fragment is 4 registers");                                   \
+        unsigned *r = reinterpret_cast<unsigned *>(&f.x[0]);                                                           \
+        asm volatile("wmma.load." MAT ".sync.aligned." LAYOUT ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;"     \
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                                  \
+                     : "r"(a), "r"(ld)                                                                                 \
+                     : "memory");                                                                                      \
+    }                                                                                                                  \
     __device__ __forceinline__ void frag_load(FRAG &f, const bf16 *p, int ld) { frag_at(f, smem_addr(p), ld); }
 KDA_FRAG_LOAD(frag_a_row, "a", "row")
 KDA_FRAG_LOAD(frag_a_col, "a", "col")
@@ -154,9 +154,10 @@ __device__ __forceinline__ void acc_load(tacc &f, const float *p, int ld) {
 __device__ __forceinline__ void acc_store(float *p, const tacc &f, int ld) {
     const float *r = &f.x[0];
     unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, %9;" ::"r"(a),
-                 "f"(r[0]), "f"(r[1]), "f"(r[2]), "f"(r[3]), "f"(r[4]), "f"(r[5]), "f"(r[6]), "f"(r[7]), "r"(ld)
-                 : "memory");
+    asm volatile(
+        "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1, %2, %3, %4, %5, %6, %7, %8}, %9;" ::"r"(a),
+        "f"(r[0]), "f"(r[1]), "f"(r[2]), "f"(r[3]), "f"(r[4]), "f"(r[5]), "f"(r[6]), "f"(r[7]), "r"(ld)
+        : "memory");
 }
 
 // One term of a product: alpha · op(A) · op(B), op(X) = Xᵀ when the flag is set (the stored
