@@ -831,6 +831,16 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s39) # bench/pending/next-s39 (0001: the finish kernel's pair phase reads dQg before its loops, as
+    # bench_s39a; 0002: dKd and Gm too, which spill 160 bytes at 80 registers): core_ab_checks with the
+    # unfused D3, 0001 alone beside the series, the 300M step against main
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    if [ -x $N/bench_s39a ]; then
+        ncu_kda_kernels bench_s39a /tmp/ncu_a.csv
+        core_vs_base "16 32 64" bench_s39a bench_kda_cuda
+    fi
+    step_vs_base
+    ;;
 s38) # next/s38 (experiment: the finish kernel at 2 blocks an SM, 0001 alone as bench_s38a; with the
     # pair phase's dQg, dKd, Gm read before its loops, which spill at 3 blocks' 80 registers, as
     # bench_s38b; the series adds D3 at 2 blocks an SM)
