@@ -189,6 +189,15 @@ core_vs_base() { # [sizes] [A] [B]: the KDA core at sizes x 2048 (16 32 64), A t
     done
     lap "core A/B"
 }
+parts_vs_series() { # sizes, benchmark...: each given bench_kda_cuda of a series' first patches (device_prep.sh
+    # EXTRA) per kernel (ncu) and in time against the whole series' bench_kda_cuda; absent ones skipped
+    local sizes=$1; shift
+    for k in "$@"; do
+        [ -x $N/$k ] || continue
+        ncu_kda_kernels $k /tmp/ncu_$k.csv
+        core_vs_base "$sizes" $k bench_kda_cuda
+    done
+}
 step_vs_base() { # the 300M 32 x 2048 step (the config's selective recompute): main's kda_base, then this kda, twice
     for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
@@ -835,21 +844,14 @@ s39) # bench/pending/next-s39 (0001: the finish kernel's pair phase reads dQg be
     # bench_s39a; 0002: dKd and Gm too, which spill 160 bytes at 80 registers): core_ab_checks with the
     # unfused D3, 0001 alone beside the series, the 300M step against main
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    if [ -x $N/bench_s39a ]; then
-        ncu_kda_kernels bench_s39a /tmp/ncu_a.csv
-        core_vs_base "16 32 64" bench_s39a bench_kda_cuda
-    fi
+    parts_vs_series "16 32 64" bench_s39a
     step_vs_base
     ;;
 s38) # next/s38 (experiment: the finish kernel at 2 blocks an SM, 0001 alone as bench_s38a; with the
     # pair phase's dQg, dKd, Gm read before its loops, which spill at 3 blocks' 80 registers, as
     # bench_s38b; the series adds D3 at 2 blocks an SM)
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    for k in bench_s38a bench_s38b; do # 0001 alone, 0001 + 0002 (0003: D3 at 2 blocks an SM too)
-        [ -x $N/$k ] || continue
-        ncu_kda_kernels $k /tmp/ncu_$k.csv
-        core_vs_base "16 32 64" $k bench_kda_cuda
-    done
+    parts_vs_series "16 32 64" bench_s38a bench_s38b # 0001 alone, 0001 + 0002 (0003: D3 at 2 blocks too)
     ;;
 s37) # next/s37 (B6's Σ h·dh in D3) against main: core_ab_checks with the unfused D3; then where the
     # build stands for issue 17 (its bits are main's when same_bits passes): the recorded-FLA parity
@@ -870,10 +872,7 @@ s36) # next/s36 (0001: bf16 tiles by cp.async and fp32 tiles two rows at a time 
     # 0002: the finish kernel's reads issued together): core_ab_checks with the unfused D3 too, 0001
     # alone (bench_s36a) beside the series, the 300M step against main, the fused kernels' stall profile
     core_ab_checks "KDA_CORE_UNFUSED=1"
-    if [ -x $N/bench_s36a ]; then
-        ncu_kda_kernels bench_s36a /tmp/ncu_a.csv
-        core_vs_base "8 16 32 64" bench_s36a bench_kda_cuda
-    fi
+    parts_vs_series "8 16 32 64" bench_s36a
     step_vs_base
     ncu_core_source
     ;;
@@ -882,10 +881,7 @@ s35) # bench/pending/next-s35 (0001: the scans' integer work, d34 without the fo
     # it, the 300M step against main, then the fused kernels' stall profile (finish, D3, intra: ncu
     # full set with SASS) for their integer work next
     core_ab_checks
-    if [ -x $N/bench_s35a ]; then # patch 0001 alone (0002: Aqk's zero blocks skipped), beside the series
-        ncu_kda_kernels bench_s35a /tmp/ncu_a.csv
-        core_vs_base "8 16 32 64" bench_s35a bench_kda_cuda
-    fi
+    parts_vs_series "8 16 32 64" bench_s35a # patch 0001 alone (0002: Aqk's zero blocks skipped)
     step_vs_base
     ncu_core_source
     ;;
