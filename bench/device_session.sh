@@ -840,6 +840,13 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s40) # bench/pending/next-s40 (0001: D3's layout as a kernel parameter, as bench_s40a; 0002: B6 summed
+    # in D3 again, without the spill that made s37's D3 slower): core_ab_checks with the unfused D3,
+    # 0001 alone beside the series, the 300M step against main
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    parts_vs_series "16 32 64" bench_s40a
+    step_vs_base
+    ;;
 s39) # bench/pending/next-s39 (0001: the finish kernel's pair phase reads dQg before its loops, as
     # bench_s39a; 0002: dKd and Gm too, which spill 160 bytes at 80 registers): core_ab_checks with the
     # unfused D3, 0001 alone beside the series, the 300M step against main
