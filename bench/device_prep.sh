@@ -9,6 +9,8 @@
 # files, build/cuda-device and .whl) fits the device tool's 64 MiB.
 #   BASE=<rev>    the baseline (default main); SERIES_BASE=<rev> where the patches go (default BASE)
 #   EXTRA="name=patch-count ..."   also bench_kda_cuda of the first N patches, as build/cuda-device/name
+#   LEAVE_OUT="file ..."   binaries of build/cuda-device to leave out as well (e.g. test_cuda_ops, which no
+#                          A/B mode runs), to keep a carry with several EXTRA builds under 64 MiB
 set -euo pipefail
 cd "$(dirname "$0")/.."
 series_arg=${1:-} series=${1:-} base=${BASE:-main} prep=${KDA_PREP_DIR:-/tmp/kda-device-prep}
@@ -45,6 +47,7 @@ out=build/cuda-device
 rm -rf "$out" && mkdir -p "$out"
 cp "$prep"/series/build/out/* "$out"/
 rm -f "$out"/bench_ops_cuda "$out"/kda_core_io
+for f in ${LEAVE_OUT:-}; do rm -f "$out/$f"; done
 cp "$prep"/base/build/out/kda "$out"/kda_base
 cp "$prep"/base/build/out/bench_kda_cuda "$out"/bench_kda_base
 for kv in ${EXTRA:-}; do

@@ -841,10 +841,11 @@ d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench
     core_ab_checks
     ;;
 s40) # bench/pending/next-s40 (0001: D3's layout as a kernel parameter, as bench_s40a; 0002: B6 summed
-    # in D3 again, without the spill that made s37's D3 slower): core_ab_checks with the unfused D3,
-    # 0001 alone beside the series, the 300M step against main
+    # in D3 again, without the spill that made s37's D3 slower, 0001-0002 as bench_s40b; 0003: D3's
+    # tiles by cp.async again, without spill): core_ab_checks with the unfused D3, the first patches
+    # beside the series, the 300M step against main
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    parts_vs_series "16 32 64" bench_s40a
+    parts_vs_series "16 32 64" bench_s40a bench_s40b
     step_vs_base
     ;;
 s39) # bench/pending/next-s39 (0001: the finish kernel's pair phase reads dQg before its loops, as
