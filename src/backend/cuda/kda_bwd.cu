@@ -683,9 +683,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // D3
     size_t d3smem = d3_layout_of(s).bytes;
     if (d3_fused(d3smem)) {
-        CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d3smem));
-        CU_CHECK(cudaFuncSetAttribute(kda_bwd_d3_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                      cudaSharedmemCarveoutMaxShared));
+        kda_smem_attrs(kda_bwd_d3_kernel, d3smem);
         kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w);
         CU_LAUNCHED();
     } else {
@@ -696,10 +694,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // D4
     auto finish = kda_finish_kernel;
     size_t smem = sizeof(finish_smem);
-    CU_CHECK(cudaFuncSetAttribute(finish, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
-    CU_CHECK(
-        cudaFuncSetAttribute(finish, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    kda_smem_attrs(finish, smem); // all of the SM's shared memory, so that 3 blocks fit
     finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq,
                                                            (bf16 *)dk, (bf16 *)df, (bf16 *)db);
     CU_LAUNCHED();

@@ -179,6 +179,14 @@ struct kgemm {
 // out (M×N per chunk, rows < n only) = Σ alpha·op(A)·op(B), masked entries written as 0.
 void kda_chunk_gemm(const kda_shape &s, const kgemm &g);
 
+// A fused KDA kernel's dynamic shared memory, with all of the SM's shared memory asked for (the
+// default carveout may hold fewer blocks an SM than the kernels are written for).
+template <typename Kern> static inline void kda_smem_attrs(Kern kern, size_t smem) {
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_CHECK(
+        cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+}
+
 // Stage 1 of the forward (kda_fwd.cu): the prep outputs of sv from the core's inputs.
 void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, const void *b, const float *A_log,
               const float *dt_bias, const kda_saved &sv);

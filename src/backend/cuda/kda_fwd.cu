@@ -518,10 +518,7 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
               "allows less (smaller heads fit: K=32 V=64 needs 62 KiB)",
               s.K, s.V, ismem);
-    CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ismem));
-    // all of the SM's shared memory for it, so that 3 blocks fit (the default carveout may hold fewer)
-    CU_CHECK(cudaFuncSetAttribute(kda_intra_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared));
+    kda_smem_attrs(kda_intra_kernel, ismem); // all of the SM's shared memory, so that 3 blocks fit
     kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     kda_scan_fwd(s, sv, S, (bf16 *)o); // h, Vn, O = s·qg·h + Aqk·Vn, and the final state into S when given

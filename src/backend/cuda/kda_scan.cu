@@ -432,27 +432,21 @@ __global__ void __launch_bounds__(scan_threads<VT>(), scan_min_blocks<VT>())
 // KDA_SCAN_VT=16, 32 or 64 sets both (tests and measurements). Narrower where a block would not
 // fit the GPU. The width changes no sum: every element's products run over the same terms in the
 // same order (the same bits; test_cuda_kda compares them).
-// A scan kernel's dynamic shared memory, with all of the SM's shared memory asked for (as the
-// fused kernels do: the default carveout may hold fewer blocks).
-template <typename Kern> static void scan_smem_attrs(Kern kern, size_t smem) {
-    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CU_CHECK(
-        cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-}
-// Blocks of the 64-column kernel an SM holds at this shape (0: it does not fit), once a shape.
+// Blocks of the 64-column kernel an SM holds at this shape (0: it does not fit), once a shape
+// (the forward's and the backward's kernels differ in type: each instantiation keeps its own).
 template <typename Kern> static int scan_blocks_per_sm(Kern k64, const kda_shape &s, bool bwd) {
-    static size_t last_smem[2];
-    static int last_blocks[2];
+    static size_t last_smem;
+    static int last_blocks;
     size_t smem = scan_layout_of<64>(s, bwd).bytes;
-    if (smem != last_smem[bwd]) {
+    if (smem != last_smem) {
         int n = 0;
         if (cu_smem_fits(smem)) {
-            scan_smem_attrs(k64, smem);
+            kda_smem_attrs(k64, smem);
             CU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k64, scan_threads<64>(), smem));
         }
-        last_smem[bwd] = smem, last_blocks[bwd] = n;
+        last_smem = smem, last_blocks = n;
     }
-    return last_blocks[bwd];
+    return last_blocks;
 }
 template <typename Kern> static int scan_vt(const kda_shape &s, int narrow, Kern k64, bool bwd) {
     const char *e = getenv("KDA_SCAN_VT");
@@ -469,7 +463,7 @@ static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
     KDA_CHECK(cu_smem_fits(smem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the state scan; this GPU allows less",
               s.K, s.V, smem);
-    scan_smem_attrs(kern, smem);
+    kda_smem_attrs(kern, smem);
     kern<<<dim3((s.V + VT - 1) / VT, s.H, s.B), scan_threads<VT>(), smem, cu_stream>>>(args...);
     CU_LAUNCHED();
 }
