@@ -153,7 +153,7 @@ parity_recorded() { # timeout (s), lines of its log shown[, spread]: the 150-ste
         tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -"$2"
     [ "${3:-}" = spread ] && python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl \
         "$P_/kda_metrics.jsonl" bench/logs/parity_s17_p32_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
-    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_/kda_train.log" "$P_"/kda_also*.log "$P_/batches.i32" # its own logs only
 }
 tests_on() { # build dir, steps, budget (s), log name, label: tests/cuda/run_device_tests.sh, its summary
     KDA_DEVICE_BIN=$1 KDA_DEVICE_STEPS=$2 KDA_DEVICE_BUDGET_S=$3 KDA_DEVICE_LOG=$4 \
@@ -633,7 +633,7 @@ y)
         bench/logs/parity_s17_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
     python3 bench/parity_spread.py bench/logs/parity_s14_fla_metrics.jsonl "$P_/kda_metrics.jsonl" \
         bench/logs/parity_s17_kda_metrics.jsonl
-    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_"/*.log "$P_/batches.i32"
+    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_/kda_train.log" "$P_"/kda_also*.log "$P_/batches.i32" # its own logs only
     lap "loss parity vs the recorded FLA runs"
     timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
     [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "copy|conv|rmsnorm"
