@@ -840,12 +840,11 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
-s41) # bench/pending/next-s41 (next-s40 with D3 specialised for C 64, K 32, V 64 as 0002 and the
-    # intra kernel as 0005: 0001-0002 as bench_s41b; 0001-0004 (0003 B6 in D3, 0004 D3's tiles by
-    # cp.async) as bench_s41c): core_ab_checks with the unfused D3, the first patches beside the
-    # series, the 300M step against main
+s41) # bench/pending/next-s41 (next-s40 with, as 0002, the fused kernels specialised for C 64, K 32,
+    # V 64: 0001 as bench_s41a, 0001-0002 as bench_s41b; 0003 B6 in D3, 0004 D3's tiles by cp.async):
+    # core_ab_checks with the unfused D3, the first patches beside the series, the 300M step vs main
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    parts_vs_series "16 32 64" bench_s41b bench_s41c
+    parts_vs_series "16 32 64" bench_s41a bench_s41b
     step_vs_base
     ;;
 s40) # bench/pending/next-s40 (0001: D3's layout as a kernel parameter, as bench_s40a; 0002: B6 summed
