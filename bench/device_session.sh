@@ -841,7 +841,8 @@ d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench
     core_ab_checks
     ;;
 s41) # bench/pending/next-s41 (next-s40 with, as 0002, the fused kernels specialised for C 64, K 32,
-    # V 64: 0001 as bench_s41a, 0001-0002 as bench_s41b; 0003 B6 in D3, 0004 D3's tiles by cp.async):
+    # V 64: 0001-0002 as bench_s41b; 0003 B6 in D3, 0004 D3's tiles by cp.async; 0001 alone as
+    # bench_s41a where the carry allows):
     # core_ab_checks with the unfused D3, the first patches beside the series, the 300M step vs main
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
     parts_vs_series "16 32 64" bench_s41a bench_s41b
