@@ -840,6 +840,13 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s42s) # s42 without the step table (for a call with less device time left)
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    parts_vs_series "16 32 64" bench_s42b
+    step_vs_base
+    parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run"
+    ;;
 s42) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels specialised for C
     # 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v read before the
     # inverse, 0006-0007 finish's dQg / dKd / Gm before the pair loops; 0001-0002 as bench_s42b):
