@@ -849,7 +849,8 @@ s42s) # s42 without the step table (for a call with less device time left)
     ;;
 s42) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels specialised for C
     # 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v read before the
-    # inverse, 0006-0007 finish's dQg / dKd / Gm before the pair loops; 0001-0002 as bench_s42b):
+    # inverse, 0006 finish's dQg / dKd / Gm before the pair loops, 0007 KDA_CORE_GENERIC and its
+    # test; 0001-0002 as bench_s42b):
     # core_ab_checks with the unfused D3, 0001-0002 beside the series, the 300M step against main;
     # then, on the series' bits, the recorded-FLA parity run and kda's side of the step table
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
