@@ -840,6 +840,10 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
+s42c) # s42's core checks only (for a call with little device time left)
+    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
+    parts_vs_series "16 32 64" bench_s42b
+    ;;
 s42s) # s42 without the step table (for a call with less device time left)
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
     parts_vs_series "16 32 64" bench_s42b
