@@ -840,29 +840,21 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
-s42c) # s42's core checks only (for a call with little device time left)
+s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels
+    # specialised for C 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v
+    # read before the inverse, 0006 finish's dQg / dKd / Gm before the pair loops, 0007
+    # KDA_CORE_GENERIC and its test; 0001-0002 as bench_s42b): core_ab_checks with the unfused D3,
+    # 0001-0002 beside the series; then (not s42c) the 300M step against main and, on the series'
+    # bits, the recorded-FLA parity run; then (s42 only) kda's side of the step table. s42s and s42c
+    # are for a call with less device time left.
     core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
     parts_vs_series "16 32 64" bench_s42b
-    ;;
-s42s) # s42 without the step table (for a call with less device time left)
-    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    parts_vs_series "16 32 64" bench_s42b
-    step_vs_base
-    parity_recorded 150 4
-    lap "loss parity vs the recorded FLA run"
-    ;;
-s42) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels specialised for C
-    # 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v read before the
-    # inverse, 0006 finish's dQg / dKd / Gm before the pair loops, 0007 KDA_CORE_GENERIC and its
-    # test; 0001-0002 as bench_s42b):
-    # core_ab_checks with the unfused D3, 0001-0002 beside the series, the 300M step against main;
-    # then, on the series' bits, the recorded-FLA parity run and kda's side of the step table
-    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    parts_vs_series "16 32 64" bench_s42b
-    step_vs_base
-    parity_recorded 150 4
-    lap "loss parity vs the recorded FLA run"
-    kda_step_table
+    if [ "$1" != s42c ]; then
+        step_vs_base
+        parity_recorded 150 4
+        lap "loss parity vs the recorded FLA run"
+    fi
+    if [ "$1" = s42 ]; then kda_step_table; fi
     ;;
 s40) # bench/pending/next-s40 (0001: D3's layout as a kernel parameter, as bench_s40a; 0002: B6 summed
     # in D3 again, without the spill that made s37's D3 slower, 0001-0002 as bench_s40b; 0003: D3's
