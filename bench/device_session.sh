@@ -856,21 +856,6 @@ s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 
     fi
     if [ "$1" = s42 ]; then kda_step_table; fi
     ;;
-s40) # bench/pending/next-s40 (0001: D3's layout as a kernel parameter, as bench_s40a; 0002: B6 summed
-    # in D3 again, without the spill that made s37's D3 slower, 0001-0002 as bench_s40b; 0003: D3's
-    # tiles by cp.async again, without spill): core_ab_checks with the unfused D3, the first patches
-    # beside the series, the 300M step against main
-    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    parts_vs_series "16 32 64" bench_s40a bench_s40b
-    step_vs_base
-    ;;
-s39) # bench/pending/next-s39 (0001: the finish kernel's pair phase reads dQg before its loops, as
-    # bench_s39a; 0002: dKd and Gm too, which spill 160 bytes at 80 registers): core_ab_checks with the
-    # unfused D3, 0001 alone beside the series, the 300M step against main
-    core_ab_checks "KDA_CORE_UNFUSED=1" "16 32 64"
-    parts_vs_series "16 32 64" bench_s39a
-    step_vs_base
-    ;;
 s38) # next/s38 (experiment: the finish kernel at 2 blocks an SM, 0001 alone as bench_s38a; with the
     # pair phase's dQg, dKd, Gm read before its loops, which spill at 3 blocks' 80 registers, as
     # bench_s38b; the series adds D3 at 2 blocks an SM)
