@@ -624,16 +624,12 @@ z)
     ;;
 y)
     tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "native device tests"
-    fla_env
-    GB=1 KDA=$N/kda DUMP=$N/dump_batches KDA_ALSO= \
-        FLA_METRICS=bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl timeout 300 bash bench/parity_vs_fla.sh 2>&1 |
-        tee "$OUTDIR/parity.txt" | grep -vE "^\s*$" | tail -30
+    parity_recorded 300 30 # its cleanup leaves kda_metrics.jsonl, which the spreads read
     P_=${OUT:-/tmp/parity}
     python3 bench/parity_spread.py bench/logs/parity_fla_metrics_2026-12-04_s15.jsonl "$P_/kda_metrics.jsonl" \
         bench/logs/parity_s17_kda_metrics.jsonl bench/logs/parity_s14_fla_metrics.jsonl
     python3 bench/parity_spread.py bench/logs/parity_s14_fla_metrics.jsonl "$P_/kda_metrics.jsonl" \
         bench/logs/parity_s17_kda_metrics.jsonl
-    rm -rf "$P_/fla_init" "$P_/kda_init" "$P_/kda_train.log" "$P_"/kda_also*.log "$P_/batches.i32" # its own logs only
     lap "loss parity vs the recorded FLA runs"
     timeout 60 $N/bench_kda_cuda 16 32 | grep "^ours"
     [ -x $N/bench_ops_cuda ] && timeout 60 $N/bench_ops_cuda | grep -E "copy|conv|rmsnorm"
