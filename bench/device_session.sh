@@ -839,7 +839,7 @@ d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench
 s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels
     # specialised for C 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v
     # read before the inverse, 0006 finish's dQg / dKd / Gm before the pair loops, 0007
-    # KDA_CORE_GENERIC and its test, 0008 the prep specialised too; 0001-0002 as bench_s42b):
+    # KDA_CORE_GENERIC and its test, 0008 the prep specialised too, 0009 mends; 0001-0002 as bench_s42b):
     # core_ab_checks with the unfused D3, 0001-0002 beside the series; then (not s42c) the 300M step
     # against main and, on the series' bits, the recorded-FLA parity run; then (s42 only) kda's side
     # of the step table. s42s and s42c are for a call with less device time left.
