@@ -126,7 +126,7 @@ OUTDIR=${OUT:-/tmp/kda-session}; mkdir -p "$OUTDIR"
 exec > >(tee "$OUTDIR/session_$1.txt") 2>&1
 . bench/fla_wheels.sh # FLA from the carried wheels
 . bench/triton_cache.sh # Triton's cache carried between calls in 15 MiB parts
-N=build/cuda-device P=build/cuda-device-ptx80
+N=${KDA_DEVICE_DIR:-build/cuda-device} P=build/cuda-device-ptx80 # KDA_DEVICE_DIR: another prepared build
 echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/null)"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 t0=$SECONDS
@@ -835,6 +835,19 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
     ;;
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
+    ;;
+g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products, bits change): the ops test (the
+    # GEMM against cuBLASLt and the CPU), the whole step and decode against the CPU; the GEMM
+    # benchmark against cuBLASLt; then, if it ran, the 300M step against main and the recorded-FLA
+    # parity run. Every step under a timeout: a hang in a new kernel must not take the whole call.
+    tests_on $N ops,step,decode 330 device_log_native.txt "device tests (ops with the GEMM, step, decode)"
+    grep -E "gemm|GEMM|FAIL" "$OUTDIR/device_log_native.txt" | head -30
+    if timeout 100 $N/bench_gemm_cuda; then
+        lap "GEMM benchmark"
+        step_vs_base
+        parity_recorded 150 4
+        lap "loss parity vs the recorded FLA run"
+    fi
     ;;
 s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels
     # specialised for C 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v
