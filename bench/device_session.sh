@@ -844,6 +844,13 @@ g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products, bits ch
     grep -E "gemm|GEMM|FAIL" "$OUTDIR/device_log_native.txt" | head -30
     if timeout 100 $N/bench_gemm_cuda; then
         lap "GEMM benchmark"
+        if command -v ncu >/dev/null; then # the gate/up shape's kernels once each: where the time goes
+            KDA_BENCH_ONLY="gate + up" KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --csv \
+                --metrics gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
+                --log-file "$OUTDIR/ncu_gemm.csv" $N/bench_gemm_cuda > /dev/null 2>&1
+            python3 bench/ncu_summary.py "$OUTDIR/ncu_gemm.csv" --all
+            lap "ncu, the gate/up kernels"
+        fi
         step_vs_base
         parity_recorded 150 4
         lap "loss parity vs the recorded FLA run"

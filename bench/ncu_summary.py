@@ -4,12 +4,18 @@
 Groups the launches by kernel name (template arguments and parameters dropped), prints each
 group's total ms, launch count and share, largest first, with the cuBLAS GEMMs summed as one
 line too. Usage: ncu_summary.py F.csv [--steps N] (N: how many steps the capture holds, to
-print per-step times).
+print per-step times). With --all: every metric of every launch instead, one line each (for a
+capture of a few kernels with several metrics).
 """
 import csv
 import re
 import sys
 from collections import defaultdict
+
+
+def short_name(kernel):
+    """The kernel's name without its parameters and template arguments."""
+    return re.sub(r"<.*>", "<>", re.sub(r"\(.*", "", kernel)).strip()
 
 
 def main():
@@ -19,6 +25,13 @@ def main():
     head = rows[0]
     ki, mi, vi = head.index("Kernel Name"), head.index("Metric Name"), head.index("Metric Value")
     unit_i = head.index("Metric Unit") if "Metric Unit" in head else None
+    if "--all" in sys.argv:
+        for r in rows[1:]:
+            if len(r) > max(ki, mi, vi):
+                unit = r[unit_i] if unit_i is not None else ""
+                name = re.sub(r"\(.*", "", r[ki]).strip()  # template arguments kept: they name variants
+                print(f"  {name[:48]:48s} {r[mi]:72s} {r[vi]} {unit}")
+        return
     tot, cnt = defaultdict(float), defaultdict(int)
     for r in rows[1:]:
         if len(r) <= max(ki, mi, vi) or r[mi] != "gpu__time_duration.sum":
@@ -26,8 +39,7 @@ def main():
         v = float(r[vi].replace(",", ""))
         unit = r[unit_i] if unit_i is not None else "ns"
         ms = v / {"nsecond": 1e6, "ns": 1e6, "usecond": 1e3, "us": 1e3, "msecond": 1.0, "ms": 1.0, "second": 1e-3}.get(unit, 1e6)
-        name = re.sub(r"\(.*", "", r[ki])
-        name = re.sub(r"<.*>", "<>", name).strip()
+        name = short_name(r[ki])
         tot[name] += ms
         cnt[name] += 1
     all_ms = sum(tot.values())
