@@ -837,11 +837,14 @@ d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench
     core_ab_checks
     ;;
 g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products, bits change): the ops test (the
-    # GEMM against cuBLASLt and the CPU), the whole step and decode against the CPU; the GEMM
+    # GEMM against cuBLASLt and the CPU), the whole step and decode against the CPU, memcheck of the
+    # GEMM's small cases; the GEMM
     # benchmark against cuBLASLt; then, if it ran, the 300M step against main and the recorded-FLA
     # parity run. Every step under a timeout: a hang in a new kernel must not take the whole call.
     tests_on $N ops,step,decode 330 device_log_native.txt "device tests (ops with the GEMM, step, decode)"
     grep -E "gemm|GEMM|FAIL" "$OUTDIR/device_log_native.txt" | head -30
+    echo "== memcheck, our GEMM's small cases (every variant)"
+    KDA_CUDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $N/test_cuda_ops 2>&1 | tail -3
     if timeout 100 $N/bench_gemm_cuda; then
         lap "GEMM benchmark"
         if command -v ncu >/dev/null; then # the gate/up shape's kernels once each: where the time goes
