@@ -856,7 +856,7 @@ g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products, bits ch
             lap "ncu, the gate/up kernels"
         fi
         step_vs_base
-        KDA_GEMM_PINGPONG=1 bench300 $N "300M 32x2048, selective, our GEMM ping-pong (KDA_GEMM_PINGPONG=1)" 
+        KDA_GEMM_PINGPONG=1 bench300 $N "300M 32x2048, selective, our GEMM ping-pong (KDA_GEMM_PINGPONG=1)"
         parity_recorded 150 4
         lap "loss parity vs the recorded FLA run"
     fi
