@@ -172,6 +172,15 @@ ncu_kda_kernels() { # [benchmark] [csv]: per-kernel times of the KDA core at 32 
         --log-file "$csv" $N/$bin 32 > /dev/null 2>&1
     python3 bench/ncu_summary.py "$csv" --steps 2 | head -20; lap "ncu KDA kernels, $bin"
 }
+ncu_gemm_kernels() { # bench_gemm_cuda's gate/up kernels once each (ours, its variants, cuBLASLt + SwiGLU),
+    # every metric per launch, when ncu is there: where our GEMM's time goes (tensor pipe, DRAM, L2)
+    command -v ncu >/dev/null || return 0
+    local m=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+    m=$m,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum
+    KDA_BENCH_ONLY="gate + up" KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --csv --metrics "$m" \
+        --log-file "$OUTDIR/ncu_gemm.csv" $N/bench_gemm_cuda > /dev/null 2>&1
+    python3 bench/ncu_summary.py "$OUTDIR/ncu_gemm.csv" --all; lap "ncu, the gate/up kernels"
+}
 ncu_step_kernels() { # timeout (s), rows shown, label: per-kernel times of one 300M 32 x 2048 step (ncu;
     # warm-up, timed and profiled step), when ncu is there
     command -v ncu >/dev/null || return 0
@@ -836,25 +845,18 @@ d33) # session 26: the scans' integer work; kda_base / bench_kda_base = main's
 d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench_kda_base = main's
     core_ab_checks
     ;;
-g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products, bits change): the ops test (the
-    # GEMM against cuBLASLt and the CPU), the whole step and decode against the CPU, memcheck of the
-    # GEMM's small cases; the GEMM
-    # benchmark against cuBLASLt; then, if it ran, the 300M step against main (and on the ping-pong
-    # schedule) and the recorded-FLA
-    # parity run. Every step under a timeout: a hang in a new kernel must not take the whole call.
+g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products): the ops test (the GEMM against
+    # cuBLASLt and the CPU), the whole step and decode against the CPU, memcheck of the GEMM's small
+    # cases; the GEMM benchmark against cuBLASLt; then, if it ran, ncu on the gate/up kernels, the
+    # 300M step against main (and on the ping-pong schedule) and the recorded-FLA parity run. Every
+    # step under a timeout: a hang in a new kernel must not take the whole call.
     tests_on $N ops,step,decode 330 device_log_native.txt "device tests (ops with the GEMM, step, decode)"
     grep -E "gemm|GEMM|FAIL" "$OUTDIR/device_log_native.txt" | head -30
     echo "== memcheck, our GEMM's small cases (every variant)"
     KDA_CUDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $N/test_cuda_ops 2>&1 | tail -3
     if timeout 100 $N/bench_gemm_cuda; then
         lap "GEMM benchmark"
-        if command -v ncu >/dev/null; then # the gate/up shape's kernels once each: where the time goes
-            KDA_BENCH_ONLY="gate + up" KDA_BENCH_ONCE=1 timeout 120 ncu --clock-control none --csv \
-                --metrics gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
-                --log-file "$OUTDIR/ncu_gemm.csv" $N/bench_gemm_cuda > /dev/null 2>&1
-            python3 bench/ncu_summary.py "$OUTDIR/ncu_gemm.csv" --all
-            lap "ncu, the gate/up kernels"
-        fi
+        ncu_gemm_kernels
         step_vs_base
         KDA_GEMM_PINGPONG=1 bench300 $N "300M 32x2048, selective, our GEMM ping-pong (KDA_GEMM_PINGPONG=1)"
         parity_recorded 150 4
