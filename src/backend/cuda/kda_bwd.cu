@@ -140,11 +140,12 @@ __device__ __forceinline__ void d3_product(float *F, const d3_layout &L, int M, 
     __syncthreads();
 }
 
+// The layout comes as a parameter (worked out once on the host, read from the constant bank) rather
+// than from d3_layout_of in the kernel, whose results took registers at the 80 that 3 blocks allow.
 __global__ void __launch_bounds__(256, 3)
     kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, const bf16 *__restrict__ v,
-                      bf16 *__restrict__ dv, kda_bwd_scratch w) {
+                      bf16 *__restrict__ dv, kda_bwd_scratch w, const d3_layout L) {
     extern __shared__ __align__(128) unsigned char smraw[];
-    const d3_layout L = d3_layout_of(s);
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C, CC = L.CC, KP = L.KP, VP = L.VP;
     size_t row0 = kda_row(s, b, c, h, 0), ch = kda_chunk(s, b, c, h);
@@ -681,10 +682,12 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // D1 + D2: dVn = Aqkᵀ·dO + kg·dS and the reverse scan, in one kernel
     kda_scan_bwd(s, sv, dO, w.dVn, w.dh);
     // D3
-    size_t d3smem = d3_layout_of(s).bytes;
+    const d3_layout d3L = d3_layout_of(s);
+    size_t d3smem = d3L.bytes;
     if (d3_fused(d3smem)) {
         kda_smem_attrs(kda_bwd_d3_kernel, d3smem);
-        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w);
+        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w,
+                                                                            d3L);
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, (const bf16 *)v, w);
