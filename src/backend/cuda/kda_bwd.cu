@@ -104,9 +104,16 @@ struct d3_layout {
     size_t r1, tinv, dvn, dwm, f, bytes; // byte offsets in dynamic shared memory
 };
 
-static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
-    d3_layout L;
-    L.CC = pad16(s.C), L.KP = pad16(s.K), L.VP = pad16(s.V);
+static constexpr __host__ __device__ size_t d3_take(size_t &off, size_t bytes) {
+    size_t o = off;
+    off = (off + bytes + 127) & ~(size_t)127;
+    return o;
+}
+
+// constexpr: the kernel's specialisation for the recipe's sizes has its layout as constants.
+static constexpr __host__ __device__ d3_layout d3_layout_of(int C, int K, int V) {
+    d3_layout L{};
+    L.CC = pad16(C), L.KP = pad16(K), L.VP = pad16(V);
     L.pv = L.VP + 8, L.pk = L.KP + 8, L.pc = L.CC + 8;
     int wf = L.VP > L.CC ? L.VP : L.CC;
     L.pf = (wf > L.KP ? wf : L.KP) + 4;
@@ -119,16 +126,11 @@ static __host__ __device__ inline d3_layout d3_layout_of(const kda_shape &s) {
     r1 = r1 > p1 * sizeof(bf16) ? r1 : p1 * sizeof(bf16);
     size_t dv = (size_t)L.CC * (L.pv > L.pc ? L.pv : L.pc);
     size_t off = 0;
-    auto take = [&](size_t bytes) {
-        size_t o = off;
-        off = (off + bytes + 127) & ~(size_t)127;
-        return o;
-    };
-    L.r1 = take(r1);
+    L.r1 = d3_take(off, r1);
     L.tinv = L.r1 + t0;
-    L.dvn = take(2 * dv * sizeof(bf16));
-    L.dwm = take(2 * (size_t)L.CC * L.pk * sizeof(bf16));
-    L.f = take((size_t)L.CC * L.pf * sizeof(float));
+    L.dvn = d3_take(off, 2 * dv * sizeof(bf16));
+    L.dwm = d3_take(off, 2 * (size_t)L.CC * L.pk * sizeof(bf16));
+    L.f = d3_take(off, (size_t)L.CC * L.pf * sizeof(float));
     L.bytes = off;
     return L;
 }
@@ -140,12 +142,18 @@ __device__ __forceinline__ void d3_product(float *F, const d3_layout &L, int M, 
     __syncthreads();
 }
 
-// The layout comes as a parameter (worked out once on the host, read from the constant bank) rather
-// than from d3_layout_of in the kernel, whose results took registers at the 80 that 3 blocks allow.
+// C0, K0, V0: 64, 32, 64, the recipe's sizes (kda_fixed: the layout too a constant), or 0, 0, 0,
+// any sizes, the layout a parameter (worked out once on the host, read from the constant bank)
+// rather than from d3_layout_of in the kernel, whose results took registers at the 80 that 3
+// blocks allow.
+template <int C0, int K0, int V0>
 __global__ void __launch_bounds__(256, 3)
-    kda_bwd_d3_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ dO, const bf16 *__restrict__ v,
-                      bf16 *__restrict__ dv, kda_bwd_scratch w, const d3_layout L) {
+    kda_bwd_d3_kernel(const kda_shape s_any, kda_saved sv, const bf16 *__restrict__ dO, const bf16 *__restrict__ v,
+                      bf16 *__restrict__ dv, kda_bwd_scratch w, const d3_layout L_any) {
     extern __shared__ __align__(128) unsigned char smraw[];
+    const kda_shape s = kda_fixed<C0, K0, V0>(s_any);
+    constexpr d3_layout L_fixed = d3_layout_of(C0, K0, V0);
+    const d3_layout L = C0 > 0 ? L_fixed : L_any;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int n = min(s.C, s.T - c * s.C), K = s.K, V = s.V, C = s.C, CC = L.CC, KP = L.KP, VP = L.VP;
     size_t row0 = kda_row(s, b, c, h, 0), ch = kda_chunk(s, b, c, h);
@@ -507,11 +515,13 @@ __device__ __forceinline__ void finish_b6(finish_smem &m, const kda_shape &s, co
         }
 }
 
+template <int C0, int K0, int V0> // 64, 32, 64: the recipe's sizes (kda_fixed); 0, 0, 0: any
 __global__ void __launch_bounds__(256, 3)
-    kda_finish_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ f, const float *__restrict__ A_log,
+    kda_finish_kernel(const kda_shape s_any, kda_saved sv, const bf16 *__restrict__ f, const float *__restrict__ A_log,
                       const float *__restrict__ dt_bias, kda_bwd_scratch w, bf16 *__restrict__ dq,
                       bf16 *__restrict__ dk, bf16 *__restrict__ df, bf16 *__restrict__ db) {
     extern __shared__ __align__(128) unsigned char fin_raw[];
+    const kda_shape s = kda_fixed<C0, K0, V0>(s_any);
     finish_smem &m = *(finish_smem *)fin_raw;
     const int MC = KDA_MAX_C;
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
@@ -682,12 +692,12 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     // D1 + D2: dVn = Aqkᵀ·dO + kg·dS and the reverse scan, in one kernel
     kda_scan_bwd(s, sv, dO, w.dVn, w.dh);
     // D3
-    const d3_layout d3L = d3_layout_of(s);
+    const d3_layout d3L = d3_layout_of(s.C, s.K, s.V);
     size_t d3smem = d3L.bytes;
     if (d3_fused(d3smem)) {
-        kda_smem_attrs(kda_bwd_d3_kernel, d3smem);
-        kda_bwd_d3_kernel<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w,
-                                                                            d3L);
+        auto d3 = kda_is_recipe(s) ? kda_bwd_d3_kernel<64, 32, 64> : kda_bwd_d3_kernel<0, 0, 0>;
+        kda_smem_attrs(d3, d3smem);
+        d3<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w, d3L);
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, (const bf16 *)v, w);
@@ -695,7 +705,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         CU_LAUNCHED();
     }
     // D4
-    auto finish = kda_finish_kernel;
+    auto finish = kda_is_recipe(s) ? kda_finish_kernel<64, 32, 64> : kda_finish_kernel<0, 0, 0>;
     size_t smem = sizeof(finish_smem);
     kda_smem_attrs(finish, smem); // all of the SM's shared memory, so that 3 blocks fit
     finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq,

@@ -212,11 +212,12 @@ struct intra_layout {
     size_t af, lf, inv, tinv, kb, vb, F, bt, bytes;
 };
 
-static __host__ __device__ inline size_t up128(size_t x) { return (x + 127) & ~(size_t)127; }
+static constexpr __host__ __device__ inline size_t up128(size_t x) { return (x + 127) & ~(size_t)127; }
 
-static __host__ __device__ inline intra_layout intra_layout_of(const kda_shape &s) {
-    intra_layout L;
-    L.KP = pad16(s.K), L.VP = pad16(s.V), L.pk = L.KP + 8, L.pv = L.VP + 8;
+// constexpr: the kernel's specialisation for the recipe's sizes has its layout as constants.
+static constexpr __host__ __device__ inline intra_layout intra_layout_of(int K, int V) {
+    intra_layout L{};
+    L.KP = pad16(K), L.VP = pad16(V), L.pk = L.KP + 8, L.pv = L.VP + 8;
     L.pf = (L.KP > L.VP ? L.KP : L.VP) + 4;
     size_t mat = up128((size_t)KDA_MAX_C * IMP * sizeof(float));
     L.af = 0, L.lf = mat, L.inv = 2 * mat;
@@ -236,8 +237,8 @@ static __host__ __device__ inline intra_layout intra_layout_of(const kda_shape &
 __device__ __forceinline__ int kr_row0(int I) { return I == 1 ? 0 : I == 2 ? 16 : 48; }
 
 // The slice [d0, d0+DT) of q, k, Γ (fp32) and the scaled operands of the between-block products.
-__device__ void intra_stage(intra_slice &m, const kda_shape &s, const kda_saved &sv, int b, int c, int h, int n,
-                            int d0) {
+__device__ __forceinline__ void intra_stage(intra_slice &m, const kda_shape &s, const kda_saved &sv, int b, int c,
+                                            int h, int n, int d0) {
     int K = s.K;
     static_assert(KDA_MAX_C * DT / 8 == 256, "intra_stage: a thread per 8 columns of a row");
     bool vec = K % 8 == 0 && ((uintptr_t)sv.qn | (uintptr_t)sv.kn | (uintptr_t)sv.G) % 16 == 0;
@@ -359,10 +360,12 @@ __device__ void intra_invert(intra_inv &v, const float (*Ls)[IMP]) {
 #else
 #define KDA_INTRA_BOUNDS __launch_bounds__(256)
 #endif
-__global__ void KDA_INTRA_BOUNDS kda_intra_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ vin) {
+template <int C0, int K0, int V0> // 64, 32, 64: the recipe's sizes (kda_fixed); 0, 0, 0: any
+__global__ void KDA_INTRA_BOUNDS kda_intra_kernel(const kda_shape s_any, kda_saved sv, const bf16 *__restrict__ vin) {
     using namespace nvcuda;
     extern __shared__ __align__(128) unsigned char intra_raw[];
-    const intra_layout L = intra_layout_of(s);
+    const kda_shape s = kda_fixed<C0, K0, V0>(s_any);
+    const intra_layout L = intra_layout_of(s.K, s.V);
     intra_slice &m = *(intra_slice *)intra_raw;
     float(*AF)[IMP] = (float(*)[IMP])(intra_raw + L.af);
     float(*LF)[IMP] = (float(*)[IMP])(intra_raw + L.lf);
@@ -513,13 +516,14 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
     fwd_scratch_layout(s, d->lean, cu_scratch(cu_kda_fwd_scratch_bytes(d)), &sv);
     dim3 grid(s.NT, s.H, s.B);
     kda_prep(s, q, k, f, b, A_log, dt_bias, sv);
-    size_t ismem = intra_layout_of(s).bytes;
+    size_t ismem = intra_layout_of(s.K, s.V).bytes;
     KDA_CHECK(cu_smem_fits(ismem),
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the intra kernel; this GPU "
               "allows less (smaller heads fit: K=32 V=64 needs 62 KiB)",
               s.K, s.V, ismem);
-    kda_smem_attrs(kda_intra_kernel, ismem); // all of the SM's shared memory, so that 3 blocks fit
-    kda_intra_kernel<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
+    auto intra = kda_is_recipe(s) ? kda_intra_kernel<64, 32, 64> : kda_intra_kernel<0, 0, 0>;
+    kda_smem_attrs(intra, ismem); // all of the SM's shared memory, so that 3 blocks fit
+    intra<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
     CU_LAUNCHED();
     kda_scan_fwd(s, sv, S, (bf16 *)o); // h, Vn, O = s·qg·h + Aqk·Vn, and the final state into S when given
 }

@@ -22,7 +22,7 @@ struct smat {
     int ld;        // row pitch in elements (multiple of 8)
 };
 
-static inline __host__ __device__ int pad16(int x) { return (x + 15) & ~15; }
+static constexpr inline __host__ __device__ int pad16(int x) { return (x + 15) & ~15; }
 
 // The threads of the block over a rows × nv grid of pieces without a division per piece: a
 // thread takes piece column q of rows r0, r0 + rstep, ... (false: this thread has none).
