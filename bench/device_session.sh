@@ -573,7 +573,7 @@ p21)
     fi
     KDA_RACECHECK=1 tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt \
         "native device tests (core, step, decode, memcheck, racecheck)"
-    echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (D3 as chunk GEMMs, then kda_b7_kernel)"
+    echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (D3 as chunk GEMMs, then kda_b6_b7_kernel)"
     KDA_CORE_UNFUSED=1 timeout 90 $N/test_cuda_kda 2>&1 | grep -E "FAIL|passed|failed" | tail -4
     echo "== same_bits.sh: main's kda (kda_base) against this build (K 32, V 64; then unfused D3; then K 64, V 128)"
     timeout 100 bash tests/cuda/same_bits.sh $N/kda_base $N/kda 2>&1 | tail -3

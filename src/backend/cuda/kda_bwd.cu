@@ -6,9 +6,11 @@
 //   D3 chunk GEMMs:    dQg = s·dO·hᵀ, dKd = Vn·dhᵀ, dWm = −dVn·hᵀ, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ,
 //                      dBV = Tinvᵀ·dVn, G = Tinvᵀ·dWm, dL = −Tinvᵀ·(dTinv·Tinvᵀ) (strict lower),
 //                      dAqk = tril(dO·Vnᵀ)
-//                      and, in the same pass over dBV, B7: dv = β·dBV, Σ_v dBV·v (dβ's value term)
-//   D4 finish (per chunk): B4–B6 elementwise terms, B9 pair sums with exponents ≤ 0, B10 reverse
-//                      cumsum, gate / β / l2norm backward, per-chunk partials of dA_log, ddt_bias
+//                      and, in the same pass over dBV, B7: dv = β·dBV, Σ_v dBV·v (dβ's value term);
+//                      B6's Σ_v h·dh per key column from the staged h and dh
+//   D4 finish (per chunk): B4, B5 and B6's last-row term elementwise, B9 pair sums with exponents
+//                      ≤ 0, B10 reverse cumsum, gate / β / l2norm backward, per-chunk partials of
+//                      dA_log, ddt_bias
 //   D5 fixed-order sums of those partials (deterministic).
 #include "backend/cuda/kda_tile.cuh"
 
@@ -21,6 +23,7 @@ struct kda_bwd_scratch {
     float *Xc;
     float *dBV;      // [R,V] (the chunk-GEMM path only: the fused D3 keeps it on chip)
     float *dbv;      // [R] Σ_v dBV·v, B7's term of dβ
+    float *hdh;      // [NC,K] B6: Σ_v h·dh per chunk and key column (D3, or the chunk-GEMM path's B6-B7 kernel)
     float *pA, *pdt; // [NC], [NC,K] partials
 };
 
@@ -33,7 +36,7 @@ static size_t bwd_layout(const kda_shape &s, int lean, void *base, kda_bwd_scrat
     o->dWm = c.take<float>(s.R * s.K), o->Gm = c.take<float>(s.R * s.K);
     o->dT = c.take<float>(s.R * s.C), o->Xc = c.take<float>(s.R * s.C), o->dA = c.take<float>(s.R * s.C);
     o->dL = o->dT;
-    o->dBV = c.take<float>(s.R * s.V), o->dbv = c.take<float>(s.R);
+    o->dBV = c.take<float>(s.R * s.V), o->dbv = c.take<float>(s.R), o->hdh = c.take<float>(s.NC * s.K);
     o->pA = c.take<float>(s.NC), o->pdt = c.take<float>(s.NC * s.K);
     if (lean) kda_carve_prep(s, c, sv);
     return c.off;
@@ -51,9 +54,24 @@ size_t cu_kda_bwd_scratch_bytes(const kda_core_dims *d) {
 // all 8 of a warp's rows at C = 64 spill the finish kernel's 80 registers.
 enum { RW = 4 };
 
+// B6 for a chunk: out[d] = Σ_v h_dv·dh_dv for each key column d < K, warp w's columns w, w + 8, ..;
+// a lane's terms v = lane, lane + 32, .. in that order, then the warp's tree. Rows d of h and dh
+// at h + d·ld and dh + d·ld (in shared memory in D3, global in the chunk-GEMM path). 8 warps.
+__device__ __forceinline__ void b6_cols(const bf16 *h, const bf16 *dh, int ld, int K, int V, float *__restrict__ out) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll 1
+    for (int d = warp; d < K; d += 8) {
+        float sd = 0.0f;
+#pragma unroll 1
+        for (int j = lane; j < V; j += 32) sd += bf2f(h[d * ld + j]) * bf2f(dh[d * ld + j]);
+        sd = warp_sum(sd);
+        if (lane == 0) out[d] = sd;
+    }
+}
+
 // B7 (value side) for a chunk's rows: dv = β·dBV (bf16), dbv = Σ_v dBV·v (fp32, dβ's value term),
 // dBV row r (chunk-local) at g + r·g_rs: in shared memory (the fused D3) or global (the chunk-GEMM
-// path, kda_b7_kernel). A warp's rows RW at a time (rows r0, r0 + 8, ..), their loads issued
+// path, kda_b6_b7_kernel). A warp's rows RW at a time (rows r0, r0 + 8, ..), their loads issued
 // together (rows past n read row n − 1 and store nothing); each row's operations and their order
 // as one row at a time. 8 warps.
 __device__ __forceinline__ void b7_rows(const kda_shape &s, const kda_saved &sv, const float *g, size_t g_rs,
@@ -86,12 +104,13 @@ __device__ __forceinline__ void b7_rows(const kda_shape &s, const kda_saved &sv,
     }
 }
 
-// The chunk-GEMM path's B7 (dBV in global memory): grid (NT, H, B), 256 threads.
+// The chunk-GEMM path's B6 and B7 (dBV in global memory): grid (NT, H, B), 256 threads.
 __global__ void __launch_bounds__(256)
-    kda_b7_kernel(kda_shape s, kda_saved sv, const float *__restrict__ dBV, const bf16 *__restrict__ v,
-                  bf16 *__restrict__ dv, float *__restrict__ dbv) {
+    kda_b6_b7_kernel(kda_shape s, kda_saved sv, const bf16 *__restrict__ v, bf16 *__restrict__ dv, kda_bwd_scratch w) {
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z, n = min(s.C, s.T - c * s.C);
-    b7_rows(s, sv, dBV + kda_row(s, b, c, h, 0) * s.V, (size_t)s.H * s.V, v, dv, dbv, b, c, h, n);
+    size_t ch = kda_chunk(s, b, c, h);
+    b6_cols(sv.h + ch * s.K * s.V, w.dh + ch * s.K * s.V, s.V, s.K, s.V, w.hdh + ch * s.K);
+    b7_rows(s, sv, w.dBV + kda_row(s, b, c, h, 0) * s.V, (size_t)s.H * s.V, v, dv, w.dbv, b, c, h, n);
 }
 
 // ---- D3 fused: every chunk GEMM of D3 in one block per chunk, operands staged once in shared
@@ -188,6 +207,7 @@ __global__ void __launch_bounds__(256, 3)
         d3_product<false, true>(F, L, CC, CC, daqk, KMASK_LOWER);
         tile_store(w.dA + row0 * C, rsC, F, L.pf, n, C);
     }
+    b6_cols(mh.hi, mdh.hi, mh.ld, K, V, w.hdh + ch * K); // B6 from the staged h and dh (their bf16 values)
     __syncthreads(); // dO, Vn, h, dh are no longer read: their region takes βv, βk⊙e^Γ and Tinv
     // phase 2: dBV = Tinvᵀ·dVn, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
     smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
@@ -481,40 +501,6 @@ __device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shap
     }
 }
 
-// B6: Σ_v h·dh of this chunk for the pass's key columns into m.hdh: warp w's columns w and w + 8
-// (dn ≤ 16), each lane's terms j = lane, lane + 32, .. in that order, then the warp's tree (the
-// order of one column at a time), with every read of a 64-wide stretch of both columns issued
-// before the first product.
-static_assert(FT <= 16, "finish_b6: at most two columns a warp");
-__device__ __forceinline__ void finish_b6(finish_smem &m, const kda_shape &s, const kda_saved &sv,
-                                          const kda_bwd_scratch &w, size_t ch, int d0, int dn) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, V = s.V;
-    float sd[2] = {0.0f, 0.0f};
-    for (int j0 = lane; j0 < V; j0 += 64) {
-        float hv[2][2], dv[2][2];
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-#pragma unroll
-            for (int t = 0; t < 2; t++) {
-                int dd = warp + 8 * u, j = j0 + 32 * t;
-                bool ok = dd < dn && j < V;
-                size_t o = (ch * s.K + d0 + dd) * V + j;
-                hv[u][t] = ok ? bf2f(sv.h[o]) : 0.0f, dv[u][t] = ok ? bf2f(w.dh[o]) : 0.0f;
-            }
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-#pragma unroll
-            for (int t = 0; t < 2; t++)
-                if (warp + 8 * u < dn && j0 + 32 * t < V) sd[u] += hv[u][t] * dv[u][t];
-    }
-#pragma unroll
-    for (int u = 0; u < 2; u++)
-        if (warp + 8 * u < dn) {
-            float t = warp_sum(sd[u]);
-            if (lane == 0) m.hdh[warp + 8 * u] = t;
-        }
-}
-
 template <int C0, int K0, int V0> // 64, 32, 64: the recipe's sizes (kda_fixed); 0, 0, 0: any
 __global__ void __launch_bounds__(256, 3)
     kda_finish_kernel(const kda_shape s_any, kda_saved sv, const bf16 *__restrict__ f, const float *__restrict__ A_log,
@@ -543,8 +529,7 @@ __global__ void __launch_bounds__(256, 3)
         load_chunk_rows(s, sv.qn, K, b, c, h, n, MC, d0, FT, K, &m.qs[0][0], FTP);
         load_chunk_rows(s, sv.kn, K, b, c, h, n, MC, d0, FT, K, &m.ks[0][0], FTP);
         load_chunk_rows(s, sv.G, K, b, c, h, n, MC, d0, FT, K, &m.gs[0][0], FTP);
-        if (tid < dn) m.gl[tid] = sv.G[last * K + d0 + tid];
-        finish_b6(m, s, sv, w, ch, d0, dn);
+        if (tid < dn) m.gl[tid] = sv.G[last * K + d0 + tid], m.hdh[tid] = w.hdh[ch * K + d0 + tid]; // B6 (D3)
         __syncthreads();
         finish_stage(m, n, dn, sc);
         __syncthreads();
@@ -701,7 +686,7 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, (const bf16 *)v, w);
-        kda_b7_kernel<<<dim3(s.NT, s.H, s.B), 256, 0, cu_stream>>>(s, sv, w.dBV, (const bf16 *)v, (bf16 *)dv, w.dbv);
+        kda_b6_b7_kernel<<<dim3(s.NT, s.H, s.B), 256, 0, cu_stream>>>(s, sv, (const bf16 *)v, (bf16 *)dv, w);
         CU_LAUNCHED();
     }
     // D4
