@@ -184,11 +184,12 @@ __global__ void __launch_bounds__(256, 3)
     smat mh = {r1 + 2 * CC * L.pv, NULL, L.pv}, mdh = {r1 + 2 * CC * L.pv + KP * L.pv, NULL, L.pv};
     smat mdVn = {dvn, dvn + dvh, L.pv}, mdWm = {dwm, dwm + CC * L.pk, L.pk};
     // phase 1: dQg = s·dO·hᵀ, dWm = −dVn·hᵀ, dKd = Vn·dhᵀ, dAqk = tril(dO·Vnᵀ)
-    tile_load(mdO, dO + row0 * V, rsV, n, V, CC, VP);
-    tile_load(mVn, sv.Vn + row0 * V, rsV, n, V, CC, VP);
-    tile_load(mh, sv.h + ch * K * V, V, K, V, KP, VP);
-    tile_load(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
-    tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP);
+    tile_copy(mdO, dO + row0 * V, rsV, n, V, CC, VP);
+    tile_copy(mVn, sv.Vn + row0 * V, rsV, n, V, CC, VP);
+    tile_copy(mh, sv.h + ch * K * V, V, K, V, KP, VP);
+    tile_copy(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
+    tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP); // fp32: hi and lo
+    tile_copy_wait();
     __syncthreads();
     {
         tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}};
@@ -212,10 +213,11 @@ __global__ void __launch_bounds__(256, 3)
     // phase 2: dBV = Tinvᵀ·dVn, dTinv = dVn·(βv)ᵀ + dWm·(βk⊙e^Γ)ᵀ
     smat mvb = {r1, NULL, L.pv}, mkb = {r1 + CC * L.pv, NULL, L.pk};
     smat mT = {(bf16 *)(smraw + L.tinv), NULL, L.pc};
-    tile_load(mvb, v + row0 * V, rsV, n, V, CC, VP);
+    tile_copy(mvb, v + row0 * V, rsV, n, V, CC, VP);
+    tile_copy(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
+    tile_copy(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
+    tile_copy_wait();
     tile_scale_rows(mvb, n, VP, CC, sv.beta + row0, (size_t)s.H); // β·v: bf16(β·v)
-    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
-    tile_load(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
     __syncthreads();
     {
         tterm dbv[1] = {{mT, mdVn, true, false, CC, 1.0f}};

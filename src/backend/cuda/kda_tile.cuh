@@ -34,9 +34,41 @@ struct tile_walk {
     }
 };
 
+// One 8-column piece of tile_load's: row r's columns [q, q + 8) (zeros past nrows / ncols).
+template <typename T>
+__device__ __forceinline__ void tile_piece_fetch(const T *src, size_t rstride, int nrows, int ncols, bool vec, int r,
+                                                 int q, float *x) {
+    constexpr int W = 8;
+    const T *p = src + (size_t)r * rstride + q;
+    if (vec && r < nrows && q + W <= ncols) {
+        if (sizeof(T) == 4) {
+            load16((const float *)p, x), load16((const float *)p + 4, x + 4);
+        } else {
+            load16((const bf16 *)p, x);
+        }
+    } else {
+#pragma unroll
+        for (int t = 0; t < W; t++) x[t] = (r < nrows && q + t < ncols) ? tof(p[t]) : 0.0f;
+    }
+}
+__device__ __forceinline__ void tile_piece_put(smat m, int r, int q, const float *x) {
+    constexpr int W = 8;
+    __align__(16) bf16 hv[W];
+#pragma unroll
+    for (int t = 0; t < W; t++) hv[t] = f2bf(x[t]);
+    *(uint4 *)&m.hi[r * m.ld + q] = *(const uint4 *)hv;
+    if (m.lo) {
+#pragma unroll
+        for (int t = 0; t < W; t++) hv[t] = f2bf(x[t] - bf2f(hv[t]));
+        *(uint4 *)&m.lo[r * m.ld + q] = *(const uint4 *)hv;
+    }
+}
+
 // Copies rows [0, rows_pad) × columns [0, cols_pad) of a chunk's token-major rows (row r at
 // src + r·rstride, only r < nrows and columns < ncols read; zeros elsewhere) into m as bf16
-// (hi and, when m.lo, the fp32 remainder). 16-byte reads where aligned. All threads call it.
+// (hi and, when m.lo, the fp32 remainder). 16-byte reads where aligned, a thread's pieces two
+// rows at a time with both rows' reads issued before either is stored (one memory latency a
+// pair, not one a row). All threads call it. For bf16 values into a hi-only tile, tile_copy.
 template <typename T>
 __device__ __forceinline__ void tile_load(smat m, const T *src, size_t rstride, int nrows, int ncols, int rows_pad,
                                           int cols_pad) {
@@ -45,27 +77,45 @@ __device__ __forceinline__ void tile_load(smat m, const T *src, size_t rstride, 
     tile_walk w;
     if (!w.init(cols_pad / W)) return;
     int q = w.q * W;
+    for (int r = w.r0; r < rows_pad; r += 2 * w.rstep) {
+        int r2 = r + w.rstep;
+        float x[W], y[W];
+        tile_piece_fetch(src, rstride, nrows, ncols, vec, r, q, x);
+        if (r2 < rows_pad) tile_piece_fetch(src, rstride, nrows, ncols, vec, r2, q, y);
+        tile_piece_put(m, r, q, x);
+        if (r2 < rows_pad) tile_piece_put(m, r2, q, y);
+    }
+}
+
+// cp.async (sm_80 on): a 16-byte copy from global to shared memory that the thread does not wait
+// for; src_bytes = 0 writes 16 zero bytes and reads nothing.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+}
+// Waits for this thread's cp.async copies; other threads read them only after a barrier that follows.
+__device__ __forceinline__ void tile_copy_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// tile_load for bf16 values into a hi-only tile (m.lo NULL), by cp.async where a piece is 16
+// aligned bytes inside the row or wholly past it (then zeros): the same bytes as tile_load's
+// (bf16 → fp32 → bf16 is exact), but every piece's read in flight at once and none waited for
+// here. The caller calls tile_copy_wait() before the barrier after which the tile is read.
+// Other pieces (unaligned rows, a row's last piece when ncols % 8 != 0) are tile_load's.
+__device__ __forceinline__ void tile_copy(smat m, const bf16 *src, size_t rstride, int nrows, int ncols, int rows_pad,
+                                          int cols_pad) {
+    constexpr int W = 8;
+    bool vec = rstride % W == 0 && ((uintptr_t)src & 15) == 0;
+    tile_walk w;
+    if (!w.init(cols_pad / W)) return;
+    int q = w.q * W;
     for (int r = w.r0; r < rows_pad; r += w.rstep) {
-        float x[W];
-        const T *p = src + (size_t)r * rstride + q;
-        if (vec && r < nrows && q + W <= ncols) {
-            if (sizeof(T) == 4) {
-                load16((const float *)p, x), load16((const float *)p + 4, x + 4);
-            } else {
-                load16((const bf16 *)p, x);
-            }
+        bool in = r < nrows && q < ncols;
+        if (vec && (!in || q + W <= ncols)) {
+            cp_async16(&m.hi[r * m.ld + q], in ? src + (size_t)r * rstride + q : src, in ? 16 : 0);
         } else {
-#pragma unroll
-            for (int t = 0; t < W; t++) x[t] = (r < nrows && q + t < ncols) ? tof(p[t]) : 0.0f;
-        }
-        __align__(16) bf16 hv[W];
-#pragma unroll
-        for (int t = 0; t < W; t++) hv[t] = f2bf(x[t]);
-        *(uint4 *)&m.hi[r * m.ld + q] = *(const uint4 *)hv;
-        if (m.lo) {
-#pragma unroll
-            for (int t = 0; t < W; t++) hv[t] = f2bf(x[t] - bf2f(hv[t]));
-            *(uint4 *)&m.lo[r * m.ld + q] = *(const uint4 *)hv;
+            float x[W];
+            tile_piece_fetch(src, rstride, nrows, ncols, false, r, q, x);
+            tile_piece_put(m, r, q, x);
         }
     }
 }
