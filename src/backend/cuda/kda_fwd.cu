@@ -451,6 +451,17 @@ __global__ void KDA_INTRA_BOUNDS kda_intra_kernel(const kda_shape s_any, kda_sav
     }
     __syncthreads();
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K, rsV = (size_t)s.H * V;
+    // The recipe's kernel reads βk and v for the WY products here, into registers (tile_fetch), so
+    // that the reads are in flight through the inverse (6 of the 8 warps idle through its first
+    // phase); their shared memory lies over AF / LF / X until the inverse is done. A thread's
+    // pieces: the tile's 16-byte pieces over the block's 256 threads.
+    constexpr int NPK = C0 > 0 ? KDA_MAX_C * pad16(K0) / 8 / 256 : 1, NPV = C0 > 0 ? KDA_MAX_C * pad16(V0) / 8 / 256 : 1;
+    static_assert(C0 == 0 || (NPK * 256 * 8 == KDA_MAX_C * pad16(K0) && NPV * 256 * 8 == KDA_MAX_C * pad16(V0)),
+                  "intra: βk and v in whole pieces a thread");
+    tile_held<NPK> hk;
+    tile_held<NPV> hv;
+    bool held = C0 > 0 && blockDim.x == 256 && tile_fetch(hk, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP) &&
+                tile_fetch(hv, vin + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
     tile_store(sv.Aqk + row0 * C, (size_t)s.H * C, &AF[0][0], IMP, n, C);
     intra_inv &v = *(intra_inv *)(intra_raw + L.inv); // beside LF, which it reads
     intra_invert(v, LF);
@@ -472,8 +483,13 @@ __global__ void KDA_INTRA_BOUNDS kda_intra_kernel(const kda_shape s_any, kda_sav
             for (int e = tid; e < n * C; e += blockDim.x) dst[(e / C) * rs + e % C] = mT.hi[(e / C) * mT.ld + e % C];
     }
     smat mkb = {(bf16 *)(intra_raw + L.kb), NULL, L.pk}, mvb = {(bf16 *)(intra_raw + L.vb), NULL, L.pv};
-    tile_load(mkb, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP);
-    tile_load(mvb, vin + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
+    if (held) {
+        tile_place(mkb, hk, KDA_MAX_C, L.KP);
+        tile_place(mvb, hv, KDA_MAX_C, L.VP);
+    } else {
+        tile_load(mkb, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP);
+        tile_load(mvb, vin + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
+    }
     tile_scale_rows(mvb, n, L.VP, KDA_MAX_C, betas, 1); // β·v: bf16(β·v)
     float *F = (float *)(intra_raw + L.F);
     int CC = pad16(C);

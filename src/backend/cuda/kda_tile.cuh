@@ -120,6 +120,41 @@ __device__ __forceinline__ void tile_copy(smat m, const bf16 *src, size_t rstrid
     }
 }
 
+// tile_copy in two steps, for a tile whose shared-memory space is still being read when its global
+// reads should be issued: tile_fetch reads a thread's pieces (16 bytes each, at most NP of them)
+// into registers and uses none of them, so that they stay in flight through whatever the block
+// does next; tile_place, called with the same arguments, writes them into m (zeros past nrows /
+// ncols): the bytes tile_copy writes. Only where every piece is 16 aligned bytes of a row (vec);
+// tile_fetch returns false otherwise, and the caller takes tile_copy / tile_load instead.
+template <int NP> struct tile_held {
+    uint4 p[NP];
+};
+template <int NP>
+__device__ __forceinline__ bool tile_fetch(tile_held<NP> &t, const bf16 *src, size_t rstride, int nrows, int ncols,
+                                           int rows_pad, int cols_pad) {
+    if (rstride % 8 != 0 || ((uintptr_t)src & 15) != 0 || ncols % 8 != 0) return false;
+    tile_walk w;
+    if (!w.init(cols_pad / 8)) return true;
+    int q = w.q * 8;
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        int r = w.r0 + i * w.rstep;
+        bool in = r < rows_pad && r < nrows && q < ncols;
+        t.p[i] = in ? *(const uint4 *)(src + (size_t)r * rstride + q) : make_uint4(0, 0, 0, 0);
+    }
+    return true;
+}
+template <int NP> __device__ __forceinline__ void tile_place(smat m, const tile_held<NP> &t, int rows_pad, int cols_pad) {
+    tile_walk w;
+    if (!w.init(cols_pad / 8)) return;
+    int q = w.q * 8;
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        int r = w.r0 + i * w.rstep;
+        if (r < rows_pad) *(uint4 *)&m.hi[r * m.ld + q] = t.p[i];
+    }
+}
+
 // Scales rows [0, nrows) of a bf16 tile that tile_load just wrote (hi only) by rsc[r·rsc_stride],
 // in place: each thread takes the pieces it loaded (tile_load's walk), so no barrier is needed
 // between the two. A bf16 value is exact in fp32, so a bf16 input v gives bf16(β·v) as computed
