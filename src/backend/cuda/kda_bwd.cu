@@ -431,11 +431,11 @@ __device__ void finish_diag_blocks(finish_smem &m, const kda_shape &s, const flo
 }
 
 // B9's last terms and B4-B6 for element (r, d0 + dd), given its in-block pair sums X, Y (row side)
-// and Z (column side): dq̂, dk̂ into w.dQ, w.dK; dΓ terms into m.dgs, m.pb (zeros where !live);
-// returns its dβ term.
+// and Z (column side) and its dQg, dKd, Gm (finish_fetch, by the caller): dq̂, dk̂ into w.dQ, w.dK;
+// dΓ terms into m.dgs, m.pb (zeros where !live); returns its dβ term.
 __device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
                                                 size_t row0, int d0, int n, float sc, int r, int dd, bool live, float X,
-                                                float Y, float Z) {
+                                                float Y, float Z, float dqg, float dkd, float gm) {
     float pbeta = 0.0f, dg = 0.0f, pbv = 0.0f;
     if (live) {
         float gr = m.gs[r][dd], qr = m.qs[r][dd], kr = m.ks[r][dd];
@@ -447,7 +447,6 @@ __device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape 
         if (rho < n - 1) Z += decay_exp(m.gs[rho][dd] - gr) * m.Zs[r][dd];
         size_t i = (row0 + (size_t)r * s.H) * s.K + d0 + dd;
         float eg = decay_exp(gr), egl = decay_exp(m.gl[dd] - gr), be = m.betas[r];
-        float dqg = w.dQ[i], dkd = w.dK[i], gm = w.Gm[i];
         w.dQ[i] = dqg * eg + sc * Y;
         w.dK[i] = dkd * egl + be * eg * gm + be * X + Z;
         dg = dqg * qr * eg - dkd * kr * egl + gm * be * kr * eg + be * kr * X + sc * qr * Y - kr * Z;
@@ -463,10 +462,28 @@ __device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape 
 // Y_a (complete in the thread) and Z_b (partial; summed over the column's 4 lanes by two xor
 // shuffles). A row's dβ terms over the pass's 16 columns: 8 a warp, the two warps' sums in
 // m.dbp, added to m.dbeta by the caller after its barrier.
+// finish_element's operands from global memory for element (r, d0 + dd) (zeros where !live).
+__device__ __forceinline__ void finish_fetch(const kda_shape &s, const kda_bwd_scratch &w, size_t row0, int d0, int r,
+                                             int dd, bool live, float &dqg, float &dkd, float &gm) {
+    size_t g = (row0 + (size_t)r * s.H) * s.K + d0 + dd;
+    dqg = live ? w.dQ[g] : 0.0f, dkd = live ? w.dK[g] : 0.0f, gm = live ? w.Gm[g] : 0.0f;
+}
+
+// EARLY (the recipe's kernel, whose 80 registers hold them without spill): finish_element's
+// operands read before the pair loops, in flight during them; else (the generic kernel, which
+// would spill) read after them.
+template <bool EARLY>
 __device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shape &s, const kda_bwd_scratch &w,
                                                   size_t row0, int d0, int n, int dn, float sc) {
     int tid = threadIdx.x, t = tid & 3, dd = (tid >> 2) & 15, I0 = 16 * (tid >> 6);
     bool col = dd < dn;
+    float dqg[4], dkd[4], gm[4];
+    if (EARLY)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = I0 + t + 4 * i;
+            finish_fetch(s, w, row0, d0, r, dd, col && r < n, dqg[i], dkd[i], gm[i]);
+        }
     float X[4], Y[4], Z[16];
 #pragma unroll
     for (int q = 0; q < 16; q++) Z[q] = 0.0f;
@@ -496,7 +513,9 @@ __device__ __forceinline__ void finish_pairs_once(finish_smem &m, const kda_shap
     for (int i = 0; i < 4; i++) {
         int r = I0 + t + 4 * i;
         float Zr = t == 0 ? Z[4 * i] : t == 1 ? Z[4 * i + 1] : t == 2 ? Z[4 * i + 2] : Z[4 * i + 3];
-        float pbeta = finish_element(m, s, w, row0, d0, n, sc, r, dd, col && r < n, X[i], Y[i], Zr);
+        if (!EARLY) finish_fetch(s, w, row0, d0, r, dd, col && r < n, dqg[i], dkd[i], gm[i]);
+        float pbeta =
+            finish_element(m, s, w, row0, d0, n, sc, r, dd, col && r < n, X[i], Y[i], Zr, dqg[i], dkd[i], gm[i]);
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) pbeta += __shfl_xor_sync(0xffffffffu, pbeta, o); // the warp's 8 columns
         if ((tid & 31) < 4) m.dbp[(tid >> 5) & 1][r] = pbeta;
@@ -537,7 +556,7 @@ __global__ void __launch_bounds__(256, 3)
         __syncthreads();
         finish_between_blocks(m, n);
         __syncthreads();
-        finish_pairs_once(m, s, w, row0, d0, n, dn, sc);
+        finish_pairs_once<(C0 > 0)>(m, s, w, row0, d0, n, dn, sc);
         __syncthreads();
         float fz[PER]; // the gate backward's f, read here to be in flight during B10
 #pragma unroll
