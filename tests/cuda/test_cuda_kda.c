@@ -10,9 +10,11 @@
 // operand loads), chunks 32 and 40. Outputs are
 // NaN-poisoned; dA_log/ddt_bias accumulate onto random values; a second backward must give
 // the same bits, and so must the lean form (kda_core_dims.lean: the prep rerun in the backward)
-// and b / db as the columns of a wider matrix (kda_core_dims.ldb), and the state scans at each
-// width (KDA_SCAN_VT = 16, 32, 64). Without a GPU it prints "SKIP: no CUDA device" and exits 77
-// (skipped).
+// and b / db as the columns of a wider matrix (kda_core_dims.ldb), the state scans at each
+// width (KDA_SCAN_VT = 16, 32, 64) and, at the recipe's sizes, the generic fused kernels
+// (KDA_CORE_GENERIC=1) in place of the ones compiled for those sizes (a check that cannot hold
+// vacuously only when the run itself sets neither KDA_CORE_GENERIC nor KDA_CORE_UNFUSED). Without
+// a GPU it prints "SKIP: no CUDA device" and exits 77 (skipped).
 #include "cuda/kda_inputs.h"
 
 // The device copies of a case's inputs (b may be a wider matrix: kda_core_dims.ldb).
@@ -47,6 +49,28 @@ static void gpu_run(const kda_core_dims *d, const kda_dev *in, void *saved, int 
 
 static void gpu_free(float *got[G_N]) {
     for (int i = 0; i < G_N; i++) free(got[i]);
+}
+
+// Forward and backward of d with var=val set (then restored, as the run had it): whether the output
+// and every gradient are bitwise o and want[] (sz[]: their elements).
+static int same_bits_with(const char *var, const char *val, const kda_core_dims *d, const kda_dev *in, size_t nb,
+                          const float *dA0, const float *ddt0, const float *o, float *const want[G_N],
+                          const size_t sz[G_N]) {
+    const char *outer = getenv(var);
+    char keep[64] = "";
+    if (outer) snprintf(keep, sizeof keep, "%s", outer);
+    void *sv = CU->alloc(CU->kda_saved_bytes(d));
+    float *got[G_N];
+    setenv(var, val, 1);
+    gpu_run(d, in, sv, 1, nb, dA0, ddt0, got);
+    if (outer)
+        setenv(var, keep, 1);
+    else
+        unsetenv(var);
+    int eq = !memcmp(got[G_O], o, sz[G_O] * 4);
+    for (int j = 0; j < G_O; j++) eq &= !memcmp(got[j], want[j], sz[j] * 4);
+    gpu_free(got), CU->free(sv);
+    return eq;
 }
 
 static void run_case(int B, int T, int H, int K, int V, int chunk) {
@@ -127,25 +151,15 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
     }
     { // the state scans at each width (KDA_SCAN_VT=16, 32, 64 value columns a block, both scans):
         // the same output and gradient bits as the default widths (for these shapes 32 forward, 16 backward)
-        void *sw = CU->alloc(CU->kda_saved_bytes(&dg));
         static const char *vts[] = {"16", "32", "64"};
-        const char *outer = getenv("KDA_SCAN_VT"); // restored after: a width set for the whole run
-        char keep[8] = "";
-        if (outer) snprintf(keep, sizeof keep, "%s", outer);
-        for (int i = 0; i < 3; i++) {
-            setenv("KDA_SCAN_VT", vts[i], 1);
-            float *got[G_N];
-            gpu_run(&dg, &in, sw, 1, x.nb, dA0, ddt0, got);
-            if (outer)
-                setenv("KDA_SCAN_VT", keep, 1);
-            else
-                unsetenv("KDA_SCAN_VT");
-            int eq = !memcmp(got[G_O], o, x.nv * 4);
-            for (int j = 0; j < G_O; j++) eq &= !memcmp(got[j], res[1][j], sz[j] * 4);
+        for (int i = 0; i < 3; i++) { // (T_CHECK evaluates its condition twice: the run goes first)
+            int eq = same_bits_with("KDA_SCAN_VT", vts[i], &dg, &in, x.nb, dA0, ddt0, o, res[1], sz);
             T_CHECK(eq, "scans with KDA_SCAN_VT=%s: the same output and gradient bits", vts[i]);
-            gpu_free(got);
         }
-        CU->free(sw);
+    }
+    if (K == 32 && V == 64 && chunk == 64) { // the recipe's sizes: its specialised kernels against the generic ones
+        int eq = same_bits_with("KDA_CORE_GENERIC", "1", &dg, &in, x.nb, dA0, ddt0, o, res[1], sz);
+        T_CHECK(eq, "the generic fused kernels (KDA_CORE_GENERIC=1): the recipe kernels' output and gradient bits");
     }
     { // b and db as columns of a wider matrix (kda_core_dims.ldb, as the model passes them): the same
         // bits, the columns between b's rows untouched

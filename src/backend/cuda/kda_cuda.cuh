@@ -9,6 +9,9 @@
 #ifndef KDA_CUDA_CUH
 #define KDA_CUDA_CUH
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_common.cuh"
 
 enum { KDA_MAX_C = 64, KDA_MAX_KV = 128 };
@@ -25,7 +28,12 @@ struct kda_shape {
 // compiled for them alone, a shape whose C, K and V are compile-time constants (kda_fixed) so that
 // their layouts, pitches, loop bounds and fragment strides fold into immediates (fewer
 // registers, a third fewer instructions). The same arithmetic in the same order: the same bits.
-static inline bool kda_is_recipe(const kda_shape &s) { return s.C == 64 && s.K == 32 && s.V == 64; }
+// KDA_CORE_GENERIC=1 takes the generic kernels at the recipe's sizes too (tests/cuda/test_cuda_kda.c
+// checks that both give the same bits).
+static inline bool kda_is_recipe(const kda_shape &s) {
+    const char *e = getenv("KDA_CORE_GENERIC");
+    return s.C == 64 && s.K == 32 && s.V == 64 && !(e && *e && strcmp(e, "0"));
+}
 template <int C0, int K0, int V0> __device__ __forceinline__ kda_shape kda_fixed(const kda_shape &s) {
     kda_shape f = s;
     if (C0 > 0) f.C = C0, f.K = K0, f.V = V0;

@@ -126,15 +126,15 @@ __device__ __forceinline__ void tile_copy(smat m, const bf16 *src, size_t rstrid
 // does next; tile_place, called with the same arguments, writes them into m (zeros past nrows /
 // ncols): the bytes tile_copy writes. Only where every piece is 16 aligned bytes of a row (vec);
 // tile_fetch returns false otherwise, and the caller takes tile_copy / tile_load instead.
-template <int NP> struct tile_held {
-    uint4 p[NP];
-};
+template <int NP> struct tile_held { uint4 p[NP]; };
 template <int NP>
 __device__ __forceinline__ bool tile_fetch(tile_held<NP> &t, const bf16 *src, size_t rstride, int nrows, int ncols,
                                            int rows_pad, int cols_pad) {
     if (rstride % 8 != 0 || ((uintptr_t)src & 15) != 0 || ncols % 8 != 0) return false;
     tile_walk w;
-    if (!w.init(cols_pad / 8)) return true;
+    bool has = w.init(cols_pad / 8);
+    if (NP * w.rstep < rows_pad) return false; // the block's threads a piece short: not every row covered
+    if (!has) return true;
     int q = w.q * 8;
 #pragma unroll
     for (int i = 0; i < NP; i++) {
@@ -144,7 +144,8 @@ __device__ __forceinline__ bool tile_fetch(tile_held<NP> &t, const bf16 *src, si
     }
     return true;
 }
-template <int NP> __device__ __forceinline__ void tile_place(smat m, const tile_held<NP> &t, int rows_pad, int cols_pad) {
+template <int NP>
+__device__ __forceinline__ void tile_place(smat m, const tile_held<NP> &t, int rows_pad, int cols_pad) {
     tile_walk w;
     if (!w.init(cols_pad / 8)) return;
     int q = w.q * 8;
