@@ -88,11 +88,13 @@ __device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool
 #else
 #define KDA_PREP_BOUNDS __launch_bounds__(256, 5)
 #endif
-__global__ void KDA_PREP_BOUNDS
-    kda_prep_kernel(kda_shape s, const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ f,
-                    const bf16 *__restrict__ bl, const float *__restrict__ A_log, const float *__restrict__ dt_bias,
-                    kda_saved sv) {
+template <int C0, int K0, int V0> // 64, 32, 64: the recipe's sizes (kda_fixed); 0, 0, 0: any
+__global__ void KDA_PREP_BOUNDS kda_prep_kernel(const kda_shape s_any, const bf16 *__restrict__ q,
+                                                const bf16 *__restrict__ k, const bf16 *__restrict__ f,
+                                                const bf16 *__restrict__ bl, const float *__restrict__ A_log,
+                                                const float *__restrict__ dt_bias, kda_saved sv) {
     extern __shared__ __align__(16) unsigned char prep_raw[];
+    const kda_shape s = kda_fixed<C0, K0, V0>(s_any);
     const prep_layout L = prep_layout_of(s);
     bf16 *qs = (bf16 *)prep_raw, *ks = qs + KDA_MAX_C * L.P, *fs = ks + KDA_MAX_C * L.P;
     float *Gs = (float *)(prep_raw + L.G), *betas = (float *)(prep_raw + L.bt);
@@ -455,13 +457,14 @@ __global__ void KDA_INTRA_BOUNDS kda_intra_kernel(const kda_shape s_any, kda_sav
     // that the reads are in flight through the inverse (6 of the 8 warps idle through its first
     // phase); their shared memory lies over AF / LF / X until the inverse is done. A thread's
     // pieces: the tile's 16-byte pieces over the block's 256 threads.
-    constexpr int NPK = C0 > 0 ? KDA_MAX_C * pad16(K0) / 8 / 256 : 1, NPV = C0 > 0 ? KDA_MAX_C * pad16(V0) / 8 / 256 : 1;
+    constexpr int NPK = C0 > 0 ? KDA_MAX_C * pad16(K0) / 8 / 256 : 1,
+                  NPV = C0 > 0 ? KDA_MAX_C * pad16(V0) / 8 / 256 : 1;
     static_assert(C0 == 0 || (NPK * 256 * 8 == KDA_MAX_C * pad16(K0) && NPV * 256 * 8 == KDA_MAX_C * pad16(V0)),
                   "intra: βk and v in whole pieces a thread");
     tile_held<NPK> hk;
     tile_held<NPV> hv;
     bool held = C0 > 0 && blockDim.x == 256 && tile_fetch(hk, sv.kb + row0 * K, rsK, n, K, KDA_MAX_C, L.KP) &&
-                tile_fetch(hv, vin + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
+        tile_fetch(hv, vin + row0 * V, rsV, n, V, KDA_MAX_C, L.VP);
     tile_store(sv.Aqk + row0 * C, (size_t)s.H * C, &AF[0][0], IMP, n, C);
     intra_inv &v = *(intra_inv *)(intra_raw + L.inv); // beside LF, which it reads
     intra_invert(v, LF);
@@ -512,9 +515,10 @@ __global__ void KDA_INTRA_BOUNDS kda_intra_kernel(const kda_shape s_any, kda_sav
 void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, const void *b, const float *A_log,
               const float *dt_bias, const kda_saved &sv) {
     size_t psmem = prep_layout_of(s).bytes;
-    CU_CHECK(cudaFuncSetAttribute(kda_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
-    kda_prep_kernel<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(
-        s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)f, (const bf16 *)b, A_log, dt_bias, sv);
+    auto prep = kda_is_recipe(s) ? kda_prep_kernel<64, 32, 64> : kda_prep_kernel<0, 0, 0>;
+    CU_CHECK(cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
+    prep<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)f,
+                                                          (const bf16 *)b, A_log, dt_bias, sv);
     CU_LAUNCHED();
 }
 
