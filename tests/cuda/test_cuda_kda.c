@@ -51,6 +51,13 @@ static void gpu_free(float *got[G_N]) {
     for (int i = 0; i < G_N; i++) free(got[i]);
 }
 
+// Whether got's output and gradients are bitwise o and want[] (sz[]: their elements).
+static int same_bits(float *const got[G_N], const float *o, float *const want[G_N], const size_t sz[G_N]) {
+    int eq = !memcmp(got[G_O], o, sz[G_O] * 4);
+    for (int j = 0; j < G_O; j++) eq &= !memcmp(got[j], want[j], sz[j] * 4);
+    return eq;
+}
+
 // Forward and backward of d with var=val set (then restored, as the run had it): whether the output
 // and every gradient are bitwise o and want[] (sz[]: their elements).
 static int same_bits_with(const char *var, const char *val, const kda_core_dims *d, const kda_dev *in, size_t nb,
@@ -67,8 +74,7 @@ static int same_bits_with(const char *var, const char *val, const kda_core_dims 
         setenv(var, keep, 1);
     else
         unsetenv(var);
-    int eq = !memcmp(got[G_O], o, sz[G_O] * 4);
-    for (int j = 0; j < G_O; j++) eq &= !memcmp(got[j], want[j], sz[j] * 4);
+    int eq = same_bits(got, o, want, sz);
     gpu_free(got), CU->free(sv);
     return eq;
 }
@@ -144,8 +150,7 @@ static void run_case(int B, int T, int H, int K, int V, int chunk) {
         void *sl = CU->alloc(bl);
         float *got[G_N];
         gpu_run(&dl, &in, sl, 1, x.nb, dA0, ddt0, got);
-        int eq = !memcmp(got[G_O], o, x.nv * 4);
-        for (int i = 0; i < G_O; i++) eq &= !memcmp(got[i], res[1][i], sz[i] * 4);
+        int eq = same_bits(got, o, res[1], sz);
         T_CHECK(eq, "lean: the same output and gradient bits");
         gpu_free(got), CU->free(sl);
     }

@@ -125,7 +125,7 @@ struct d3_layout {
 
 static constexpr __host__ __device__ size_t d3_take(size_t &off, size_t bytes) {
     size_t o = off;
-    off = (off + bytes + 127) & ~(size_t)127;
+    off = up128(off + bytes);
     return o;
 }
 
@@ -140,7 +140,7 @@ static constexpr __host__ __device__ d3_layout d3_layout_of(int C, int K, int V)
     // second and third, from phase 2 on.
     size_t p1 = 2 * (size_t)L.CC * L.pv + 2 * (size_t)L.KP * L.pv, p2 = (size_t)L.CC * (L.pv + L.pk),
            p3 = 2 * (size_t)L.CC * L.pc;
-    size_t t0 = ((p2 > p3 ? p2 : p3) * sizeof(bf16) + 127) & ~(size_t)127; // Tinv's offset in r1
+    size_t t0 = up128((p2 > p3 ? p2 : p3) * sizeof(bf16)); // Tinv's offset in r1
     size_t r1 = t0 + (size_t)L.CC * L.pc * sizeof(bf16);
     r1 = r1 > p1 * sizeof(bf16) ? r1 : p1 * sizeof(bf16);
     size_t dv = (size_t)L.CC * (L.pv > L.pc ? L.pv : L.pc);
@@ -457,11 +457,6 @@ __device__ __forceinline__ float finish_element(finish_smem &m, const kda_shape 
     return pbeta;
 }
 
-// B9 inside the 16-row blocks, each pair (a >= b) once: a thread per (block, column, a mod 4)
-// takes rows a = I0 + t, + 4, .. and for each pair its e^{Γa−Γb}, dL_ab and dAqk_ab once, for X_a,
-// Y_a (complete in the thread) and Z_b (partial; summed over the column's 4 lanes by two xor
-// shuffles). A row's dβ terms over the pass's 16 columns: 8 a warp, the two warps' sums in
-// m.dbp, added to m.dbeta by the caller after its barrier.
 // finish_element's operands from global memory for element (r, d0 + dd) (zeros where !live).
 __device__ __forceinline__ void finish_fetch(const kda_shape &s, const kda_bwd_scratch &w, size_t row0, int d0, int r,
                                              int dd, bool live, float &dqg, float &dkd, float &gm) {
@@ -469,6 +464,11 @@ __device__ __forceinline__ void finish_fetch(const kda_shape &s, const kda_bwd_s
     dqg = live ? w.dQ[g] : 0.0f, dkd = live ? w.dK[g] : 0.0f, gm = live ? w.Gm[g] : 0.0f;
 }
 
+// B9 inside the 16-row blocks, each pair (a >= b) once: a thread per (block, column, a mod 4)
+// takes rows a = I0 + t, + 4, .. and for each pair its e^{Γa−Γb}, dL_ab and dAqk_ab once, for X_a,
+// Y_a (complete in the thread) and Z_b (partial; summed over the column's 4 lanes by two xor
+// shuffles). A row's dβ terms over the pass's 16 columns: 8 a warp, the two warps' sums in
+// m.dbp, added to m.dbeta by the caller after its barrier.
 // EARLY (the recipe's kernel, whose 80 registers hold them without spill): finish_element's
 // operands read before the pair loops, in flight during them; else (the generic kernel, which
 // would spill) read after them.

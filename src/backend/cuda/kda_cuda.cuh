@@ -24,7 +24,7 @@ struct kda_shape {
     size_t NC; // B·NT·H chunks
 };
 
-// The recipe's sizes (chunk 64, key 32, value 64): the fused kernels (intra, D3, finish) are also
+// The recipe's sizes (chunk 64, key 32, value 64): the per-chunk kernels (prep, intra, D3, finish) are also
 // compiled for them alone, a shape whose C, K and V are compile-time constants (kda_fixed) so that
 // their layouts, pitches, loop bounds and fragment strides fold into immediates (fewer
 // registers, a third fewer instructions). The same arithmetic in the same order: the same bits.

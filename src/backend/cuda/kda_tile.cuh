@@ -23,6 +23,8 @@ struct smat {
 };
 
 static constexpr inline __host__ __device__ int pad16(int x) { return (x + 15) & ~15; }
+// Shared-memory offsets: 128-byte aligned.
+static constexpr __host__ __device__ inline size_t up128(size_t x) { return (x + 127) & ~(size_t)127; }
 
 // The threads of the block over a rows × nv grid of pieces without a division per piece: a
 // thread takes piece column q of rows r0, r0 + rstep, ... (false: this thread has none).
