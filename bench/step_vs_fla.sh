@@ -20,9 +20,10 @@ echo "step_vs_fla: $(date -u '+%F %H:%M UTC'), $(head -1 build/cuda-device/BUILD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 # the configs' default (selective recompute), then without recompute where FLA's fastest mode
 # keeps everything too
-for spec in "300M 16" "300M 32" "300M 32 none" "1B 16" "1B 16 none"; do
+# (STEP_SPECS: another list, e.g. "300M_16 1B_16" where a call's time is short)
+for spec in ${STEP_SPECS:-300M_16 300M_32 300M_32_none 1B_16 1B_16_none}; do
     [[ ",$SIDES," == *",kda,"* ]] || break
-    set -- $spec
+    set -- ${spec//_/ }
     echo "== kda $1 micro-batch $2${3:+ (recompute $3)}"
     timeout 300 "$K" bench "configs/kda-$1.yaml" --device cuda --set "micro_batch_size=$2" --set "global_batch_size=$2" \
         --steps "$STEPS" --warmup 2 ${3:+--set recompute_granularity=null} ${KDA_BENCH_SET:+--set $KDA_BENCH_SET}
