@@ -211,11 +211,12 @@ step_vs_base() { # the 300M 32 x 2048 step (the config's selective recompute): m
     for k in kda_base kda kda_base kda; do [ -x $N/$k ] && bench300 $N/$k "300M 32x2048, selective (the config's), $k" ""; done
     lap "300M steps"
 }
-ncu_source() { # kernel regex, launches, name: ncu's full set on those KDA-core kernels at 32 x 2048, its
-    # details ($OUTDIR/ncu_<name>_details.txt) and each kernel's SASS with its stall samples (<name>_sass.csv.gz)
+ncu_source() { # kernel regex, launches, name[, command]: ncu's full set on those kernels (default: the
+    # KDA core's at 32 x 2048), its details ($OUTDIR/ncu_<name>_details.txt) and each kernel's SASS
+    # with its stall samples (<name>_sass.csv.gz)
     command -v ncu >/dev/null || return 0
     KDA_BENCH_ONCE=1 timeout 150 ncu --clock-control none --set full --import-source yes \
-        -k "regex:$1" -c "$2" -o "/tmp/$3_full" $N/bench_kda_cuda 32 > "/tmp/ncu_$3.log" 2>&1
+        -k "regex:$1" -c "$2" -o "/tmp/$3_full" ${4:-$N/bench_kda_cuda 32} > "/tmp/ncu_$3.log" 2>&1
     tail -n 3 "/tmp/ncu_$3.log"
     ncu --import "/tmp/$3_full.ncu-rep" --page details > "$OUTDIR/ncu_$3_details.txt" 2>&1
     local keys="^  [a-z_]+|Duration|Throughput|Achieved Occupancy|Registers Per|Issue Slots|Eligible Warps|Stall"
@@ -864,6 +865,10 @@ g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products): the op
         parity_recorded 150 4
         lap "loss parity vs the recorded FLA run"
     fi
+    ;;
+g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's stall samples (where the
+    # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
+    KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
 s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels
     # specialised for C 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v
