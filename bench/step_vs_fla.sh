@@ -7,16 +7,17 @@
 #   bash bench/step_vs_fla.sh            both sides
 #   STEP_SIDES=kda bash bench/step_vs_fla.sh   kda only; STEP_SIDES=fla: FLA only
 #   (two device calls, each under the 10-minute limit: python3 bench/step_table.py LOG1 LOG2 joins them)
-# Needs build/cuda-device/kda (`make cuda-device-bins`). Log: $OUT/step_vs_fla.txt.
+# Needs build/cuda-device/kda (`make cuda-device-bins`), or $KDA_DEVICE_DIR/kda. Log: $OUT/step_vs_fla.txt.
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-/tmp}
 SIDES=${STEP_SIDES:-kda,fla}
 LOG=$OUTDIR/step_vs_fla${STEP_SIDES:+_$STEP_SIDES}.txt
 exec > >(tee "$LOG") 2>&1
-K=${KDA:-build/cuda-device/kda}
+D=${KDA_DEVICE_DIR:-build/cuda-device} # another prepared build (as bench/device_session.sh)
+K=${KDA:-$D/kda}
 STEPS=${STEPS:-6}
-echo "step_vs_fla: $(date -u '+%F %H:%M UTC'), $(head -1 build/cuda-device/BUILD_INFO 2>/dev/null || echo 'no BUILD_INFO')"
+echo "step_vs_fla: $(date -u '+%F %H:%M UTC'), $(head -1 "$D/BUILD_INFO" 2>/dev/null || echo 'no BUILD_INFO')"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 # the configs' default (selective recompute), then without recompute where FLA's fastest mode
 # keeps everything too
