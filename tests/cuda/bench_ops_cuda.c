@@ -184,10 +184,10 @@ int main(int argc, char **argv) {
     bench("rmsnorm_fwd [65536x1024]", f_rms_fwd, Nd * bf * 2 + D * f4 + N * f4, 25);
     bench("rmsnorm_bwd", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 25);
     bench("rmsnorm_bwd + y (recompute fused)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 25);
-    setenv("KDA_NORM_GENERIC", "1", 1); // the general 16-byte kernel, for comparison
+    env_saved eg = env_set("KDA_NORM_GENERIC", "1"); // the general 16-byte kernel, for comparison
     bench("rmsnorm_bwd (general kernel)", f_rms_bwd, Nd * bf * 3 + N * f4 + D * f4 + 2.0 * D * f4, 0);
     bench("rmsnorm_bwd + y (general kernel)", f_rms_bwd_y, Nd * bf * 4 + N * f4 + D * f4 + 2.0 * D * f4, 0);
-    unsetenv("KDA_NORM_GENERIC");
+    env_restore(&eg);
     size_t gr = (size_t)N * H;
     double gn = (double)gr * V;
     o_ = d_rand_bf(gr * V, 1), u_ = d_rand_bf(gr * V, 1), gdy_ = d_rand_bf(gr * V, 1);
@@ -271,9 +271,9 @@ int main(int argc, char **argv) {
     CU->to_device(tg_, tg, (size_t)N * 4);
     double lg = (double)N * NV * bf;
     bench("lm_head_ce train (3 GEMMs + CE rows)", f_ce, lg * 3, 1);
-    setenv("KDA_CE_CLUSTER", "0", 1); // the on-chip row kernel, one block a row, for comparison
+    env_saved ec = env_set("KDA_CE_CLUSTER", "0"); // the on-chip row kernel, one block a row, for comparison
     bench("lm_head_ce train, one block a row", f_ce, lg * 3, 0);
-    unsetenv("KDA_CE_CLUSTER");
+    env_restore(&ec);
     bench("lm_head_ce forward (1 GEMM + CE rows)", f_ce_fwd, lg * 1, 0);
     CU->free(hid_), CU->free(E_), CU->free(ce_dx_), CU->free(dE_), CU->free(tg_);
     free(tg), free(segs);

@@ -6,6 +6,7 @@
 #define KDA_CUDA_TEST_UTIL_H
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,27 @@ static inline void cu_test_start(const char *name) {
     }
     CPU = kda_ops_cpu();
     kda_rng_seed(&RNG, t_seed());
+}
+
+// One environment setting for an A/B (env_set), then the value the run itself had put back
+// (env_restore): a user's own KDA_* setting outlives the test's comparison.
+typedef struct {
+    const char *var;
+    int had;
+    char keep[128];
+} env_saved;
+static inline env_saved env_set(const char *var, const char *val) {
+    env_saved s = {var, 0, ""};
+    const char *outer = getenv(var);
+    if (outer) s.had = 1, snprintf(s.keep, sizeof s.keep, "%s", outer);
+    setenv(var, val, 1);
+    return s;
+}
+static inline void env_restore(const env_saved *s) {
+    if (s->had)
+        setenv(s->var, s->keep, 1);
+    else
+        unsetenv(s->var);
 }
 
 static inline float *h_randn(size_t n, double sd) {

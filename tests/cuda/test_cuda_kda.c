@@ -63,17 +63,11 @@ static int same_bits(float *const got[G_N], const float *o, float *const want[G_
 static int same_bits_with(const char *var, const char *val, const kda_core_dims *d, const kda_dev *in, size_t nb,
                           const float *dA0, const float *ddt0, const float *o, float *const want[G_N],
                           const size_t sz[G_N]) {
-    const char *outer = getenv(var);
-    char keep[64] = "";
-    if (outer) snprintf(keep, sizeof keep, "%s", outer);
     void *sv = CU->alloc(CU->kda_saved_bytes(d));
     float *got[G_N];
-    setenv(var, val, 1);
+    env_saved e = env_set(var, val);
     gpu_run(d, in, sv, 1, nb, dA0, ddt0, got);
-    if (outer)
-        setenv(var, keep, 1);
-    else
-        unsetenv(var);
+    env_restore(&e);
     int eq = same_bits(got, o, want, sz);
     gpu_free(got), CU->free(sv);
     return eq;

@@ -161,16 +161,16 @@ static void test_lm_head(int N, int d, int NV) {
         // (KDA_CE_TWO_PASS=1). The last two sum in the same order: the same bits; the default
         // again: its own bits (deterministic); the default against the on-chip kernel: within
         // rounding (another order of summation, p rounded)
-        const char *var[3] = {NULL, "KDA_CE_CLUSTER", "KDA_CE_TWO_PASS"};
-        const char *val[3] = {NULL, "0", "1"};
+        // (both variables set for each, whatever the run's own environment says)
+        const char *cluster[3] = {"1", "0", "1"}, *two_pass[3] = {"0", "0", "1"};
         double lk[3];
         float *dxk[3], *dEk[3];
         for (int k = 0; k < 3; k++) {
             float *dEb_ = d_f32(dE0, (size_t)NV * d);
             void *dxb_ = d_bf_nan((size_t)N * d);
-            if (var[k]) setenv(var[k], val[k], 1);
+            env_saved ec = env_set("KDA_CE_CLUSTER", cluster[k]), et = env_set("KDA_CE_TWO_PASS", two_pass[k]);
             lk[k] = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
-            if (var[k]) unsetenv(var[k]);
+            env_restore(&et), env_restore(&ec);
             dxk[k] = h_of_bf(dxb_, (size_t)N * d), dEk[k] = h_of_f32(dEb_, (size_t)NV * d);
             for (size_t e = 0; e < (size_t)NV * d; e++) dEk[k][e] -= dE0[e];
             CU->free(dEb_), CU->free(dxb_);
@@ -243,15 +243,15 @@ static void test_rmsnorm_bwd_kernels_agree(int N, int d) {
     void *x_ = d_bf(x, n), *g_ = d_bf(g, n), *w_ = d_f32(w, d), *r_ = d_f32(r, N);
     float *dx[2], *dw[2], *y[2];
     for (int k = 0; k < 2; k++) {
-        setenv("KDA_NORM_GENERIC", k ? "1" : "0", 1);
+        env_saved e = env_set("KDA_NORM_GENERIC", k ? "1" : "0");
         void *dx_ = d_bf_nan(n), *y_ = d_bf_nan(n);
         float *dw_ = d_f32_nan(d);
         CU->zero(dw_, (size_t)d * 4);
         CU->rmsnorm_bwd(x_, w_, r_, g_, dx_, dw_, y_, N, d, 0);
         dx[k] = h_of_bf(dx_, n), dw[k] = h_of_f32(dw_, d), y[k] = h_of_bf(y_, n);
         CU->free(dx_), CU->free(y_), CU->free(dw_);
+        env_restore(&e);
     }
-    unsetenv("KDA_NORM_GENERIC");
     char nm[96];
     snprintf(nm, sizeof nm, "rmsnorm_bwd %dx%d registers vs generic: dx", N, d);
     CHECK_REL(nm, dx[0], dx[1], n, 4e-3);
