@@ -851,8 +851,9 @@ d34) # session 26: d33's staging with its pieces once a kernel; kda_base / bench
 g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products): the ops test (the GEMM against
     # cuBLASLt and the CPU), the whole step and decode against the CPU, memcheck of the GEMM's small
     # cases; the GEMM benchmark against cuBLASLt; then, if it ran, ncu on the gate/up kernels, the
-    # 300M step against main and the recorded-FLA parity run. Every step under a timeout: a hang in
-    # a new kernel must not take the whole call.
+    # 300M step against main (and with the dx products on cuBLASLt: next-s43 0013's A/B) and the
+    # recorded-FLA parity run. Every step under a timeout: a hang in a new kernel must not take the
+    # whole call.
     tests_on $N ops,step,decode 330 device_log_native.txt "device tests (ops with the GEMM, step, decode)"
     grep -E "gemm|GEMM|FAIL" "$OUTDIR/device_log_native.txt" | head -30
     echo "== memcheck, our GEMM's small cases (every variant)"
@@ -861,6 +862,7 @@ g43) # bench/pending/next-s43 (our Hopper GEMM for the x·Wᵀ products): the op
         lap "GEMM benchmark"
         ncu_gemm_kernels
         step_vs_base
+        KDA_GEMM_SM90_DX=0 bench300 $N "300M 32x2048, selective, the dx products on cuBLASLt (KDA_GEMM_SM90_DX=0)"
         parity_recorded 150 4
         lap "loss parity vs the recorded FLA run"
     fi
