@@ -723,6 +723,13 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call, at the i
     grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA step table"
     triton_cache_save "$OUTDIR"
     ;;
+f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
+    # minutes; the 300M rows' call may run out of time before it)
+    fla_env
+    STEP_SPECS=1B_16 FLA_MODELS=1B STEPS=5 timeout 585 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA 1B step"
+    triton_cache_save "$OUTDIR"
+    ;;
 t)
     both_builds 120 110
     echo "== test_cuda_kda with KDA_CORE_UNFUSED=1 (the D3 chunk-GEMM path)"

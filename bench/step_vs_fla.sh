@@ -6,6 +6,7 @@
 # On the GPU machine, through the device tool with carry [build/cuda-device, .whl]:
 #   bash bench/step_vs_fla.sh            both sides
 #   STEP_SIDES=kda bash bench/step_vs_fla.sh   kda only; STEP_SIDES=fla: FLA only
+#   STEP_SPECS="1B_16" FLA_MODELS=1B bash bench/step_vs_fla.sh   both sides of one size
 #   (two device calls, each under the 10-minute limit: python3 bench/step_table.py LOG1 LOG2 joins them)
 # Needs build/cuda-device/kda (`make cuda-device-bins`), or $KDA_DEVICE_DIR/kda. Log: $OUT/step_vs_fla.txt.
 set -u
@@ -34,8 +35,14 @@ if [[ ",$SIDES," == *",fla,"* ]]; then
     . bench/fla_wheels.sh
     fla_wheels_install
     export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton_cache} PYTHONUNBUFFERED=1
-    timeout 420 python3 bench/fla_train_bench.py --model 300M --micro 16,32 --steps "$STEPS" --warmup 2
-    timeout 300 python3 bench/fla_train_bench.py --model 1B --micro 16 --steps "$STEPS" --warmup 2
+    # (FLA_MODELS: one of them alone, e.g. "1B" for a call of its own after the 300M one ran out of time)
+    for model in ${FLA_MODELS:-300M 1B}; do
+        if [ "$model" = 300M ]; then
+            timeout 420 python3 bench/fla_train_bench.py --model 300M --micro 16,32 --steps "$STEPS" --warmup 2
+        else
+            timeout 420 python3 bench/fla_train_bench.py --model "$model" --micro 16 --steps "$STEPS" --warmup 2
+        fi
+    done
 fi
 echo
 python3 bench/step_table.py "$LOG"
