@@ -13,6 +13,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "base/common.h"
@@ -128,6 +130,13 @@ __device__ __forceinline__ void store16(bf16 *p, const float *x) {
 }
 
 static inline bool cu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// Whether the A/B switch `name` is on: the environment variable set, not empty and not "0". Read
+// at every call, so that a test can compare both settings in one process.
+static inline bool cu_env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0");
+}
 
 // 16 bytes global -> shared without a register round trip (sm_80+); cp_async_wait_all() (this
 // thread's copies done) before the barrier that publishes them to the block.

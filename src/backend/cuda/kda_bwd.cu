@@ -253,10 +253,7 @@ __global__ void __launch_bounds__(256, 3)
 // shared memory).
 // Whether D3 runs as the fused kernel: its shared memory fits this GPU and KDA_CORE_UNFUSED is
 // not set (=1 forces the chunk-GEMM path below, to measure one against the other).
-static bool d3_fused(size_t smem_bytes) {
-    const char *e = getenv("KDA_CORE_UNFUSED");
-    return cu_smem_fits(smem_bytes) && !(e && *e && strcmp(e, "0"));
-}
+static bool d3_fused(size_t smem_bytes) { return cu_smem_fits(smem_bytes) && !cu_env_on("KDA_CORE_UNFUSED"); }
 
 static void d3_chunk_gemms(const kda_shape &s, const kda_saved &sv, const bf16 *dO, const bf16 *v,
                            const kda_bwd_scratch &w) {

@@ -9,9 +9,6 @@
 #ifndef KDA_CUDA_CUH
 #define KDA_CUDA_CUH
 
-#include <stdlib.h>
-#include <string.h>
-
 #include "backend/cuda/cuda_common.cuh"
 
 enum { KDA_MAX_C = 64, KDA_MAX_KV = 128 };
@@ -31,8 +28,7 @@ struct kda_shape {
 // KDA_CORE_GENERIC=1 takes the generic kernels at the recipe's sizes too (tests/cuda/test_cuda_kda.c
 // checks that both give the same bits).
 static inline bool kda_is_recipe(const kda_shape &s) {
-    const char *e = getenv("KDA_CORE_GENERIC");
-    return s.C == 64 && s.K == 32 && s.V == 64 && !(e && *e && strcmp(e, "0"));
+    return s.C == 64 && s.K == 32 && s.V == 64 && !cu_env_on("KDA_CORE_GENERIC");
 }
 template <int C0, int K0, int V0> __device__ __forceinline__ kda_shape kda_fixed(const kda_shape &s) {
     kda_shape f = s;

@@ -249,8 +249,7 @@ __global__ void __launch_bounds__(256, 2)
 typedef void (*rmsnorm_bwd_fn)(const bf16 *, const float *, const float *, const bf16 *, bf16 *, float *, bf16 *, int,
                                int);
 static rmsnorm_bwd_fn rmsnorm_bwd_regs_for(int d) {
-    const char *e = getenv("KDA_NORM_GENERIC");
-    if (e && *e && strcmp(e, "0")) return NULL;
+    if (cu_env_on("KDA_NORM_GENERIC")) return NULL;
     return d == 256 ? rmsnorm_bwd_regs<1> : d == 512 ? rmsnorm_bwd_regs<2> : d == 1024 ? rmsnorm_bwd_regs<4> : NULL;
 }
 
