@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(256, 3)
     tile_copy(mh, sv.h + ch * K * V, V, K, V, KP, VP);
     tile_copy(mdh, w.dh + ch * K * V, V, K, V, KP, VP);
     tile_load(mdVn, w.dVn + row0 * V, rsV, n, V, CC, VP); // fp32: hi and lo
-    tile_copy_wait();
+    cp_async_wait_all();
     __syncthreads();
     {
         tterm dq[1] = {{mdO, mh, false, true, VP, s.scale}};
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(256, 3)
     tile_copy(mvb, v + row0 * V, rsV, n, V, CC, VP);
     tile_copy(mkb, sv.kb + row0 * K, rsK, n, K, CC, KP);
     tile_copy(mT, sv.Tinv + row0 * C, rsC, n, C, CC, CC);
-    tile_copy_wait();
+    cp_async_wait_all();
     tile_scale_rows(mvb, n, VP, CC, sv.beta + row0, (size_t)s.H); // β·v: bf16(β·v)
     __syncthreads();
     {

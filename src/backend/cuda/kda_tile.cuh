@@ -89,19 +89,11 @@ __device__ __forceinline__ void tile_load(smat m, const T *src, size_t rstride, 
     }
 }
 
-// cp.async (sm_80 on): a 16-byte copy from global to shared memory that the thread does not wait
-// for; src_bytes = 0 writes 16 zero bytes and reads nothing.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
-}
-// Waits for this thread's cp.async copies; other threads read them only after a barrier that follows.
-__device__ __forceinline__ void tile_copy_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // tile_load for bf16 values into a hi-only tile (m.lo NULL), by cp.async where a piece is 16
 // aligned bytes inside the row or wholly past it (then zeros): the same bytes as tile_load's
 // (bf16 → fp32 → bf16 is exact), but every piece's read in flight at once and none waited for
-// here. The caller calls tile_copy_wait() before the barrier after which the tile is read.
+// here (cuda_common.cuh's cp_async16_or_zero). The caller calls cp_async_wait_all() before the
+// barrier after which the tile is read.
 // Other pieces (unaligned rows, a row's last piece when ncols % 8 != 0) are tile_load's.
 __device__ __forceinline__ void tile_copy(smat m, const bf16 *src, size_t rstride, int nrows, int ncols, int rows_pad,
                                           int cols_pad) {
@@ -113,7 +105,7 @@ __device__ __forceinline__ void tile_copy(smat m, const bf16 *src, size_t rstrid
     for (int r = w.r0; r < rows_pad; r += w.rstep) {
         bool in = r < nrows && q < ncols;
         if (vec && (!in || q + W <= ncols)) {
-            cp_async16(&m.hi[r * m.ld + q], in ? src + (size_t)r * rstride + q : src, in ? 16 : 0);
+            cp_async16_or_zero(&m.hi[r * m.ld + q], in ? src + (size_t)r * rstride + q : src, in);
         } else {
             float x[W];
             tile_piece_fetch(src, rstride, nrows, ncols, false, r, q, x);
