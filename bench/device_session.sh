@@ -878,6 +878,16 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
+g45) # session 31: where the fused SwiGLU kernels stall (ncu's full set with stall samples: the forward
+    # <1,2,0> at 49% tensor-pipe activity against the plain product's 79%, its clusters-of-one twin,
+    # the backward <2,2,1>); and whether the decode test's larger error (3.9e-2, 1.0-2.1e-2 before
+    # 0011) follows our GEMM (KDA_GEMM_SM90=0: cuBLASLt everywhere)
+    for s in 1 0; do
+        echo "== test_cuda_decode, KDA_GEMM_SM90=$s"
+        KDA_GEMM_SM90=$s timeout 60 $N/test_cuda_decode 2>&1 | grep -E "full forward|passed|failed"
+    done
+    KDA_BENCH_ONLY="SwiGLU" ncu_source "gemm_sm90_kernel" 3 swiglu $N/bench_gemm_cuda
+    ;;
 s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels
     # specialised for C 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v
     # read before the inverse, 0006 finish's dQg / dKd / Gm before the pair loops, 0007
