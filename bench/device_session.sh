@@ -878,6 +878,23 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
+g46) # next-s43 0001-0017 in a short call: the ops tests (0017's test fixes, the cluster size by rounds
+    # of tiles), the dx rows of the GEMM benchmark (the head's dx in clusters of one), the decode
+    # test with and without our GEMM; the 300M step of main against the series with SwiGLU in its own
+    # kernels (KDA_GEMM_SWIGLU=0) and as it is
+    tests_on $N ops 120 device_log_native.txt "device tests (ops with the GEMM)"
+    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -10
+    for s in 1 0; do
+        echo "== test_cuda_decode, KDA_GEMM_SM90=$s"
+        KDA_GEMM_SM90=$s timeout 60 $N/test_cuda_decode 2>&1 | grep -E "full forward|passed|failed"
+    done
+    KDA_BENCH_ONLY="dx" timeout 60 $N/bench_gemm_cuda; lap "GEMM benchmark, dx rows"
+    for k in kda_base kda; do
+        bench300 $N/$k "300M 32x2048, selective, $k" ""
+        [ $k = kda ] && KDA_GEMM_SWIGLU=0 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_SWIGLU=0" ""
+    done
+    lap "300M steps"
+    ;;
 g45) # session 31: where the fused SwiGLU kernels stall (ncu's full set with stall samples: the forward
     # <1,2,0> at 49% tensor-pipe activity against the plain product's 79%, its clusters-of-one twin,
     # the backward <2,2,1>); and whether the decode test's larger error (3.9e-2, 1.0-2.1e-2 before
