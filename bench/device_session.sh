@@ -878,12 +878,15 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
-g46) # next-s43 0001-0017 in a short call: the ops tests (0017's test fixes, the cluster size by rounds
-    # of tiles), the dx rows of the GEMM benchmark (the head's dx in clusters of one), the decode
-    # test with and without our GEMM; the 300M step of main against the series with SwiGLU in its own
-    # kernels (KDA_GEMM_SWIGLU=0) and as it is
-    tests_on $N ops 120 device_log_native.txt "device tests (ops with the GEMM)"
+g46) # next-s43 0001-0018 in a short call: the ops and step tests (0017's test fixes, the cluster size
+    # by rounds of tiles, 0018's gu ring in SwiGLU's backward), memcheck of the GEMM's small cases,
+    # the dx rows of the GEMM benchmark (the head's dx in clusters of one, the fused backward), the
+    # decode test with and without our GEMM; the 300M step of main against the series with SwiGLU in
+    # its own kernels (KDA_GEMM_SWIGLU=0) and as it is
+    tests_on $N ops,step 150 device_log_native.txt "device tests (ops with the GEMM, step)"
     grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -10
+    echo "== memcheck, our GEMM's small cases (every variant)"
+    KDA_CUDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $N/test_cuda_ops 2>&1 | tail -3
     for s in 1 0; do
         echo "== test_cuda_decode, KDA_GEMM_SM90=$s"
         KDA_GEMM_SM90=$s timeout 60 $N/test_cuda_decode 2>&1 | grep -E "full forward|passed|failed"
