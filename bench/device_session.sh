@@ -878,11 +878,12 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
-g46) # next-s43 0001-0018 in a short call: the ops and step tests (0017's test fixes, the cluster size
+g46) # next-s43 0001-0019 in a short call: the ops and step tests (0017's test fixes, the cluster size
     # by rounds of tiles, 0018's gu ring in SwiGLU's backward), memcheck of the GEMM's small cases,
     # the dx rows of the GEMM benchmark (the head's dx in clusters of one, the fused backward), the
-    # decode test with and without our GEMM; the 300M step of main against the series with SwiGLU in
-    # its own kernels (KDA_GEMM_SWIGLU=0) and as it is
+    # decode test with and without our GEMM; the 300M step of main against the series' default
+    # (0019: ours only for the fused backward), twice, then with ours everywhere; the recorded-FLA
+    # parity run of the series' default
     tests_on $N ops,step 150 device_log_native.txt "device tests (ops with the GEMM, step)"
     grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -10
     echo "== memcheck, our GEMM's small cases (every variant)"
@@ -892,11 +893,13 @@ g46) # next-s43 0001-0018 in a short call: the ops and step tests (0017's test f
         KDA_GEMM_SM90=$s timeout 60 $N/test_cuda_decode 2>&1 | grep -E "full forward|passed|failed"
     done
     KDA_BENCH_ONLY="dx" timeout 60 $N/bench_gemm_cuda; lap "GEMM benchmark, dx rows"
-    for k in kda_base kda; do
+    for k in kda_base kda kda_base kda; do # the series' default: ours only for the fused backward (0019)
         bench300 $N/$k "300M 32x2048, selective, $k" ""
-        [ $k = kda ] && KDA_GEMM_SWIGLU=0 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_SWIGLU=0" ""
     done
+    KDA_GEMM_SM90=1 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_SM90=1 (ours everywhere)" ""
     lap "300M steps"
+    parity_recorded 150 4
+    lap "loss parity vs the recorded FLA run"
     ;;
 g45) # session 31: where the fused SwiGLU kernels stall (ncu's full set with stall samples: the forward
     # <1,2,0> at 49% tensor-pipe activity against the plain product's 79%, its clusters-of-one twin,
