@@ -878,12 +878,12 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
-g46) # next-s43 0001-0019 in a short call: the ops and step tests (0017's test fixes, the cluster size
+g46) # next-s43 0001-0020 in a short call: the ops and step tests (0017's test fixes, the cluster size
     # by rounds of tiles, 0018's gu ring in SwiGLU's backward), memcheck of the GEMM's small cases,
     # the dx rows of the GEMM benchmark (the head's dx in clusters of one, the fused backward), the
     # decode test with and without our GEMM; the 300M step of main against the series' default
-    # (0019: ours only for the fused backward), twice, then with ours everywhere; the recorded-FLA
-    # parity run of the series' default
+    # (0019: ours only for the fused backward), twice, then in 0020's 3-stage form and with ours
+    # everywhere; the recorded-FLA parity run of the series' default
     tests_on $N ops,step 150 device_log_native.txt "device tests (ops with the GEMM, step)"
     grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -10
     echo "== memcheck, our GEMM's small cases (every variant)"
@@ -893,9 +893,12 @@ g46) # next-s43 0001-0019 in a short call: the ops and step tests (0017's test f
         KDA_GEMM_SM90=$s timeout 60 $N/test_cuda_decode 2>&1 | grep -E "full forward|passed|failed"
     done
     KDA_BENCH_ONLY="dx" timeout 60 $N/bench_gemm_cuda; lap "GEMM benchmark, dx rows"
+    echo "== the fused backward's 3-stage form (KDA_GEMM_DSW_STAGES=3)"
+    KDA_GEMM_DSW_STAGES=3 KDA_BENCH_ONLY="SwiGLU bwd" timeout 30 $N/bench_gemm_cuda | tail -2
     for k in kda_base kda kda_base kda; do # the series' default: ours only for the fused backward (0019)
         bench300 $N/$k "300M 32x2048, selective, $k" ""
     done
+    KDA_GEMM_DSW_STAGES=3 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_DSW_STAGES=3" ""
     KDA_GEMM_SM90=1 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_SM90=1 (ours everywhere)" ""
     lap "300M steps"
     parity_recorded 150 4
