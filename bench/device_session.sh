@@ -880,7 +880,8 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     ;;
 g46) # next-s43 0001-0020 in a short call: the ops and step tests (0017's test fixes, the cluster size
     # by rounds of tiles, 0018's gu ring in SwiGLU's backward), memcheck of the GEMM's small cases,
-    # the dx rows of the GEMM benchmark (the head's dx in clusters of one, the fused backward), the
+    # the GEMM benchmark (the head's dx in clusters of one, the fused backward; with build/cuda-s43e,
+    # 0021's k-blocks of 32 in every row), the
     # decode test with and without our GEMM; the 300M step of main against the series' default
     # (0019: ours only for the fused backward), twice, then in 0020's 3-stage form and with ours
     # everywhere; the recorded-FLA parity run of the series' default
@@ -892,7 +893,7 @@ g46) # next-s43 0001-0020 in a short call: the ops and step tests (0017's test f
         echo "== test_cuda_decode, KDA_GEMM_SM90=$s"
         KDA_GEMM_SM90=$s timeout 60 $N/test_cuda_decode 2>&1 | grep -E "full forward|passed|failed"
     done
-    KDA_BENCH_ONLY="dx" timeout 60 $N/bench_gemm_cuda; lap "GEMM benchmark, dx rows"
+    timeout 100 $N/bench_gemm_cuda; lap "GEMM benchmark"
     echo "== the fused backward's 3-stage form (KDA_GEMM_DSW_STAGES=3)"
     KDA_GEMM_DSW_STAGES=3 KDA_BENCH_ONLY="SwiGLU bwd" timeout 30 $N/bench_gemm_cuda | tail -2
     for k in kda_base kda kda_base kda; do # the series' default: ours only for the fused backward (0019)
