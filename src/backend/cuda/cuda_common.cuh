@@ -137,6 +137,12 @@ static inline bool cu_env_on(const char *name) {
     const char *e = getenv(name);
     return e && *e && strcmp(e, "0");
 }
+// Whether the environment variable `name` is set to exactly `val` (switches that are on unless set
+// to "0", or that take a few named values), read at every call as cu_env_on.
+static inline bool cu_env_is(const char *name, const char *val) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, val);
+}
 
 // 16 bytes global -> shared without a register round trip (sm_80+); cp_async_wait_all() (this
 // thread's copies done) before the barrier that publishes them to the block.

@@ -456,8 +456,7 @@ const char *cu_ce_rows_kind(void) {
 // Whether ce_rows_cluster_kernel takes these rows: supported here, aligned rows that fit, and not
 // KDA_CE_CLUSTER=0 or KDA_CE_TWO_PASS (A/B runs; read at every call).
 static bool ce_cluster(int NV, const void *logits) {
-    const char *e = getenv("KDA_CE_CLUSTER");
-    bool off = (e && !strcmp(e, "0")) || cu_env_on("KDA_CE_TWO_PASS");
+    bool off = cu_env_is("KDA_CE_CLUSTER", "0") || cu_env_on("KDA_CE_TWO_PASS");
     return !off && NV % 8 == 0 && NV / 8 <= 2 * CEC_THREADS * CEC_KEEP && cu_aligned16(logits) &&
         ce_cluster_supported();
 }
