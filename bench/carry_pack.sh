@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# carry_pack.sh NAME DIR... — pack prepared device builds (build/cuda-*) into build/carry/NAME.tar.xz
+# for one device call. The device tool carries at most 64 MiB; two builds of ~40 MB each share
+# most of their bytes, and xz's 64 MiB window keeps one copy (session 32: build/cuda-s43d and
+# build/cuda-s43e, 81 MB, packed to 1.5 MB; gzip's 32 KB window gives 53 MB). device_session.sh
+# unpacks every build/carry/*.tar.xz into build/ before it runs; carry [build/carry, ...].
+set -eu
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: bash bench/carry_pack.sh NAME build/cuda-X [build/cuda-Y ...]" >&2; exit 2; }
+name=$1; shift
+dirs=()
+for d in "$@"; do
+    [ -d "$d" ] || { echo "carry_pack: $d is not a directory (prepare it with bench/device_prep.sh)" >&2; exit 2; }
+    [ "$(dirname "$d")" = build ] || { echo "carry_pack: $d must be directly under build/" >&2; exit 2; }
+    dirs+=("$(basename "$d")")
+done
+mkdir -p build/carry
+tar -C build -cf - "${dirs[@]}" | xz -9 -T2 > "build/carry/$name.tar.xz.tmp"
+mv "build/carry/$name.tar.xz.tmp" "build/carry/$name.tar.xz"
+ls -l "build/carry/$name.tar.xz"
