@@ -889,30 +889,6 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
-g46) # next-s43 0001-0020 in a short call: the ops and step tests (0017's test fixes, the cluster size
-    # by rounds of tiles, 0018's gu ring in SwiGLU's backward), memcheck of the GEMM's small cases,
-    # the GEMM benchmark (the head's dx in clusters of one, the fused backward; with build/cuda-s43e,
-    # 0021's k-blocks of 32 in every row), the
-    # decode test with and without our GEMM; the 300M step of main against the series' default
-    # (0019: ours only for the fused backward), twice, then in 0020's 3-stage form and with ours
-    # everywhere; the recorded-FLA parity run of the series' default
-    tests_on $N ops,step 150 device_log_native.txt "device tests (ops with the GEMM, step)"
-    grep -E "FAIL" "$OUTDIR/device_log_native.txt" | head -10
-    echo "== memcheck, our GEMM's small cases (every variant)"
-    KDA_CUDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $N/test_cuda_ops 2>&1 | tail -3
-    decode_with_and_without_ours
-    timeout 100 $N/bench_gemm_cuda; lap "GEMM benchmark"
-    echo "== the fused backward's 3-stage form (KDA_GEMM_DSW_STAGES=3)"
-    KDA_GEMM_DSW_STAGES=3 KDA_BENCH_ONLY="SwiGLU bwd" timeout 30 $N/bench_gemm_cuda | tail -2
-    for k in kda_base kda kda_base kda; do # the series' default: ours only for the fused backward (0019)
-        bench300 $N/$k "300M 32x2048, selective, $k" ""
-    done
-    KDA_GEMM_DSW_STAGES=3 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_DSW_STAGES=3" ""
-    KDA_GEMM_SM90=1 bench300 $N/kda "300M 32x2048, selective, kda, KDA_GEMM_SM90=1 (ours everywhere)" ""
-    lap "300M steps"
-    parity_recorded 150 4
-    lap "loss parity vs the recorded FLA run"
-    ;;
 g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0021 (build/cuda-s43e, 0021: k-blocks
     # of 32, 6-stage rings) in one call, both carried packed (bench/carry_pack.sh); what decides a
     # merge first, the diagnostics after (a call cut short by the device time left keeps the former):
