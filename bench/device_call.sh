@@ -15,14 +15,17 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 echo "device_call: ${card:-no GPU}; $*"
 modes=()
 for spec in "$@"; do
-    case $spec in h200:*) spec=${spec#h200:}; [[ $card == *H200* ]] || { echo "skip $spec (not an H200)"; continue; } ;; esac
+    if [[ $spec == h200:* ]]; then
+        spec=${spec#h200:}
+        [[ $card == *H200* ]] || { echo "skip $spec (not an H200)"; continue; }
+    fi
     modes+=("$spec")
 done
 run_modes() {
     for spec in "$@"; do
         local mode=${spec%%@*} dir=
         [[ $spec == *@* ]] && dir=${spec#*@}
-        if [ -n "$dir" ]; then KDA_DEVICE_DIR=$dir bash bench/device_session.sh "$mode"; else bash bench/device_session.sh "$mode"; fi
+        KDA_DEVICE_DIR=${dir:-${KDA_DEVICE_DIR:-build/cuda-device}} bash bench/device_session.sh "$mode"
         # Triton's cache comes back in 3 parts of the 8 files: only when asked for (a call without one)
         [ "${KEEP_TRITON_CACHE:-0}" = 1 ] || rm -f "$OUTDIR"/triton_cache.tgz.part.*
     done
@@ -30,5 +33,6 @@ run_modes() {
 export -f run_modes
 timeout "${DEVICE_CALL_S:-540}" bash -c 'run_modes "$@"' _ "${modes[@]}"
 echo "device_call: rc $? after ${SECONDS} s"
-cd "$OUTDIR" && files=$(ls | grep -vE '\.gz$|^logs\.tgz$|^triton_cache') && [ -n "$files" ] && tar czf logs.tgz --remove-files $files
+cd "$OUTDIR" && files=$(ls | grep -vE '\.gz$|^logs\.tgz$|^triton_cache') &&
+    [ -n "$files" ] && tar czf logs.tgz --remove-files $files
 ls -la "$OUTDIR"

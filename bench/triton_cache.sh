@@ -11,7 +11,8 @@ triton_cache_restore() {
   if [ -f "$1/triton_cache.tgz" ]; then
     tar xzf "$1/triton_cache.tgz" -C "$TRITON_CACHE_DIR"
   elif [ -f "$1/triton_cache.tar.xz" ]; then # packed here by xz: 45 MB of parts -> 11.6 MB
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1/triton_cache.tar.xz" "$TRITON_CACHE_DIR"
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$1/triton_cache.tar.xz" "$TRITON_CACHE_DIR"
   elif compgen -G "$1/triton_cache.tgz.part.*" > /dev/null; then
     cat "$1"/triton_cache.tgz.part.* | tar xz -C "$TRITON_CACHE_DIR"
   fi
