@@ -889,36 +889,41 @@ g44) # our GEMM's gate + up beside cuBLASLt's: ncu's full set with the SASS's st
     # cooperative kernel's tensor pipe idles: 75.5% active against cuBLASLt's 86.9%, session 30)
     KDA_BENCH_ONLY="gate + up" ncu_source "gemm_sm90_kernel|nvjet" 3 gemm $N/bench_gemm_cuda
     ;;
-g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0021 (build/cuda-s43e, 0021: k-blocks
-    # of 32, 6-stage rings) in one call, both carried packed (bench/carry_pack.sh); what decides a
-    # merge first, the diagnostics after (a call cut short by the device time left keeps the former):
-    # the ops and step tests of both; the 300M step of main (kda_base) and both series' defaults
-    # (ours only for the fused backward), twice, then s43e in the 3-stage backward form and with ours
-    # everywhere; the recorded-FLA parity run of s43e's default (0021 keeps the products' order:
-    # s43d's bits); memcheck of the GEMM's small cases, the decode test with and without our GEMM,
-    # the fused backward's rows of both, the whole GEMM benchmark of s43e; g45's stall samples
-    local_d=build/cuda-s43d local_e=build/cuda-s43e
-    for b in $local_d $local_e; do cp -n build/cuda-main/dump_batches $b/ 2>/dev/null; done
-    tests_on $local_e ops,step 150 device_log_native_s43e.txt "device tests of s43e (ops, step)"
+g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0023 (build/cuda-s43f: 0021's k-blocks
+    # of 32 and 6-stage rings, 0023's KDA_GEMM_EVICT_FIRST=1 A/B: our outputs under an evict-first L2
+    # policy) in one call, both carried packed (bench/carry_pack.sh); what decides a merge first, the
+    # diagnostics after (a call cut short by the device time left keeps the former): the ops and step
+    # tests of both; the 300M step of main (kda_base), s43d's and s43f's defaults (ours only for the
+    # fused backward) and s43f with evict-first stores, twice, then s43f in the 3-stage backward form
+    # and with ours everywhere; the recorded-FLA parity run of s43f's default (0021 and 0023 keep the
+    # products' order: s43d's bits); memcheck of the GEMM's small cases, the decode test with and
+    # without our GEMM, the fused backward's rows of both, the whole GEMM benchmark of s43f, its
+    # gate/up rows with evict-first stores; the fused kernels' stall samples (g45's)
+    local_d=build/cuda-s43d local_f=build/cuda-s43f
+    for b in $local_d $local_f; do cp -n build/cuda-main/dump_batches $b/ 2>/dev/null; done
+    tests_on $local_f ops,step 150 device_log_native_s43f.txt "device tests of s43f (ops, step)"
     tests_on $local_d ops,step 150 device_log_native_s43d.txt "device tests of s43d (ops, step)"
     grep -hE "FAIL" "$OUTDIR"/device_log_native_s43?.txt | head -10
-    N=$local_e
-    for k in $local_d/kda_base $local_d/kda $local_e/kda $local_d/kda_base $local_d/kda $local_e/kda; do
-        bench300 $k "300M 32x2048, selective, $k" ""
+    N=$local_f
+    for r in 1 2; do
+        for k in $local_d/kda_base $local_d/kda $local_f/kda; do bench300 $k "300M 32x2048, selective, $k" ""; done
+        KDA_GEMM_EVICT_FIRST=1 bench300 $N/kda "300M 32x2048, selective, s43f, KDA_GEMM_EVICT_FIRST=1" ""
     done
-    KDA_GEMM_DSW_STAGES=3 bench300 $N/kda "300M 32x2048, selective, s43e, KDA_GEMM_DSW_STAGES=3" ""
-    KDA_GEMM_SM90=1 bench300 $N/kda "300M 32x2048, selective, s43e, KDA_GEMM_SM90=1 (ours everywhere)" ""
+    KDA_GEMM_DSW_STAGES=3 bench300 $N/kda "300M 32x2048, selective, s43f, KDA_GEMM_DSW_STAGES=3" ""
+    KDA_GEMM_SM90=1 bench300 $N/kda "300M 32x2048, selective, s43f, KDA_GEMM_SM90=1 (ours everywhere)" ""
     lap "300M steps"
     parity_recorded 150 4
     lap "loss parity vs the recorded FLA run"
-    echo "== memcheck, our GEMM's small cases (every variant), s43e"
+    echo "== memcheck, our GEMM's small cases (every variant), s43f"
     KDA_CUDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $N/test_cuda_ops 2>&1 | tail -3
     decode_with_and_without_ours
-    for b in $local_d $local_e; do for st in 2 3; do
+    for b in $local_d $local_f; do for st in 2 3; do
         echo "== $b, the fused backward, KDA_GEMM_DSW_STAGES=$st"
         KDA_GEMM_DSW_STAGES=$st KDA_BENCH_ONLY="SwiGLU bwd" timeout 30 $b/bench_gemm_cuda | tail -2
     done; done
-    echo "== bench_gemm_cuda, s43e"; timeout 100 $N/bench_gemm_cuda; lap "GEMM benchmark, s43e"
+    echo "== bench_gemm_cuda, s43f"; timeout 100 $N/bench_gemm_cuda; lap "GEMM benchmark, s43f"
+    echo "== bench_gemm_cuda, s43f, gate + up rows, KDA_GEMM_EVICT_FIRST=1"
+    KDA_GEMM_EVICT_FIRST=1 KDA_BENCH_ONLY="gate + up" timeout 60 $N/bench_gemm_cuda
     KDA_BENCH_ONLY="SwiGLU" ncu_source "gemm_sm90_kernel" 3 swiglu $N/bench_gemm_cuda
     ;;
 g45) # session 31: where the fused SwiGLU kernels stall (ncu's full set with stall samples: the forward
