@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # carry_pack.sh NAME DIR... — pack prepared device builds (build/cuda-*) into build/carry/NAME.tar.xz
-# for one device call. The device tool carries at most 64 MiB; two builds of ~40 MB each share
-# most of their bytes, and xz's 64 MiB window keeps one copy (session 32: build/cuda-s43d and
-# build/cuda-s43e, 81 MB, packed to 1.5 MB; gzip's 32 KB window gives 53 MB). device_session.sh
-# unpacks every build/carry/*.tar.xz into build/ before it runs; carry [build/carry, ...].
+# for one device call; carry_pack.sh --unpack — unpack every build/carry/*.tar.xz into build/ (what
+# device_session.sh does first on the device). The device tool carries at most 64 MiB; two builds
+# of ~40 MB each share most of their bytes, and xz's 64 MiB window keeps one copy (session 32:
+# build/cuda-s43d and build/cuda-s43e, 81 MB, packed to 1.5 MB; gzip's 32 KB window gives 53 MB).
+# Unpacking uses Python's tarfile, so the device needs no xz binary.
 set -eu
 cd "$(dirname "$0")/.."
-[ $# -ge 2 ] || { echo "usage: bash bench/carry_pack.sh NAME build/cuda-X [build/cuda-Y ...]" >&2; exit 2; }
+if [ "${1:-}" = --unpack ]; then
+    for a in build/carry/*.tar.xz; do
+        [ -f "$a" ] || continue
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall("build")' "$a"
+        echo "unpacked $a"
+    done
+    exit 0
+fi
+[ $# -ge 2 ] || { echo "usage: bash bench/carry_pack.sh NAME build/cuda-X [build/cuda-Y ...] | --unpack" >&2; exit 2; }
 name=$1; shift
 dirs=()
 for d in "$@"; do

@@ -26,13 +26,13 @@ run_modes() {
         local mode=${spec%%@*} dir=
         [[ $spec == *@* ]] && dir=${spec#*@}
         KDA_DEVICE_DIR=${dir:-${KDA_DEVICE_DIR:-build/cuda-device}} bash bench/device_session.sh "$mode"
-        # Triton's cache comes back in 3 parts of the 8 files: only when asked for (a call without one)
-        [ "${KEEP_TRITON_CACHE:-0}" = 1 ] || rm -f "$OUTDIR"/triton_cache.tgz.part.*
     done
 }
 export -f run_modes
 timeout "${DEVICE_CALL_S:-540}" bash -c 'run_modes "$@"' _ "${modes[@]}"
 echo "device_call: rc $? after ${SECONDS} s"
+# Triton's cache would take 3 of the 8 files that come back: only when asked for (a call without one)
+[ "${KEEP_TRITON_CACHE:-0}" = 1 ] || rm -f "$OUTDIR"/triton_cache.tgz.part.*
 cd "$OUTDIR" && files=$(ls | grep -vE '\.gz$|^logs\.tgz$|^triton_cache') &&
     [ -n "$files" ] && tar czf logs.tgz --remove-files $files
 ls -la "$OUTDIR"

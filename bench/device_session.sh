@@ -127,10 +127,7 @@ exec > >(tee "$OUTDIR/session_$1.txt") 2>&1
 . bench/fla_wheels.sh # FLA from the carried wheels
 . bench/triton_cache.sh # Triton's cache carried between calls in 15 MiB parts
 N=${KDA_DEVICE_DIR:-build/cuda-device} P=build/cuda-device-ptx80 # KDA_DEVICE_DIR: another prepared build
-for a in build/carry/*.tar.xz; do # builds carried packed (bench/carry_pack.sh): xz keeps one copy of what
-    [ -f "$a" ] || continue # their binaries share, so several builds fit the carry's 64 MiB
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall("build")' "$a" && echo "unpacked $a"
-done
+bash bench/carry_pack.sh --unpack # builds carried packed by xz (several fit the carry's 64 MiB)
 echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/null)"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 t0=$SECONDS

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/triton_cache.sh (the device scripts' carried Triton cache): a cache larger than one part
 # is saved as 15 MiB parts, each under the 16 MiB a device call hands back, and restored
-# byte-identical from them; the single tarball of older calls still restores; an empty or
+# byte-identical from them; the single tarball of older calls still restores, and so do the
+# parts repacked by xz (triton_cache.tar.xz, as the header says to make it); an empty or
 # missing cache saves nothing (so an old cache's parts are not replaced by an empty one).
 . "$(dirname "$0")/lib.sh"
 . bench/triton_cache.sh
@@ -20,6 +21,10 @@ diff -r "$TMP/cache" "$TMP/back" > /dev/null && ok "restored from the parts: ide
 tar czf "$TMP/old.tgz" -C "$TRITON_CACHE_DIR" . && mkdir -p "$TMP/olddir" && mv "$TMP/old.tgz" "$TMP/olddir/triton_cache.tgz"
 TRITON_CACHE_DIR=$TMP/back2 triton_cache_restore "$TMP/olddir"
 diff -r "$TMP/cache" "$TMP/back2" > /dev/null && ok "restored from one tarball: identical" || bad "restored from one tarball: differs"
+mkdir -p "$TMP/xzdir" && cat "$TMP/out"/triton_cache.tgz.part.* | gunzip | xz -9 -T2 > "$TMP/xzdir/triton_cache.tar.xz"
+TRITON_CACHE_DIR=$TMP/back3 triton_cache_restore "$TMP/xzdir"
+diff -r "$TMP/cache" "$TMP/back3" > /dev/null && ok "restored from the parts repacked by xz: identical" ||
+  bad "restored from triton_cache.tar.xz: differs"
 TRITON_CACHE_DIR=$TMP/empty triton_cache_save "$TMP/out"
 [ "$(ls "$TMP/out" | grep -c part)" = 3 ] && ok "an empty cache saves nothing, the parts stay" ||
   bad "an empty cache's save changed the parts: $(ls "$TMP/out")"
