@@ -2,7 +2,7 @@
 # Build/test dependencies from Debian. `check`: install what is missing when root (apt-get),
 # else name the packages and stop. `install`: same, always trying.
 set -euo pipefail
-PKGS="gcc make libyaml-dev libopenblas-dev libpcre2-dev libjansson-dev libzstd-dev zlib1g-dev libsnappy-dev bzip2 python3-venv openmpi-bin libopenmpi-dev"
+PKGS="gcc make libyaml-dev libopenblas-dev libpcre2-dev libjansson-dev libzstd-dev zlib1g-dev libsnappy-dev bzip2 xz-utils python3-venv openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
