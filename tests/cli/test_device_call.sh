@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/device_call.sh (one device call's modes): with a stand-in device_session.sh, an h200: mode
-# is skipped on a machine without an H200, MODE@DIR runs MODE with KDA_DEVICE_DIR=DIR, the modes
-# share one time limit (DEVICE_CALL_S) and a mode past it is stopped, and what they wrote under
+# bench/device_call.sh (one device call's modes): with a stand-in device_session.sh and nvidia-smi,
+# an h200: mode is skipped on an H100 and run on an H200, MODE@DIR runs MODE with KDA_DEVICE_DIR=DIR,
+# the modes share one time limit (DEVICE_CALL_S) and a mode past it is stopped, and what they wrote under
 # $OUT comes back as one logs.tgz beside the .gz files (the device tool returns 8 files at most),
 # with Triton's cache parts dropped unless KEEP_TRITON_CACHE=1.
 . "$(dirname "$0")/lib.sh"
@@ -15,8 +15,12 @@ echo part > "$OUTDIR/triton_cache.tgz.part.00"
 [ "$1" = slow ] && sleep 30
 exit 0
 STUB
-log=$(cd "$R" && OUT=$TMP/out PATH=/usr/bin:/bin DEVICE_CALL_S=5 bash bench/device_call.sh h200:f1@build/m g47@build/s slow 2>&1)
-grep -q "skip f1@build/m (not an H200)" <<<"$log" && ok "an h200: mode is skipped without an H200" ||
+mkdir -p "$TMP/h100" "$TMP/h200" # stand-in nvidia-smi for each card
+printf '#!/bin/sh\necho "NVIDIA H100 80GB HBM3"\n' > "$TMP/h100/nvidia-smi"
+printf '#!/bin/sh\necho "NVIDIA H200"\n' > "$TMP/h200/nvidia-smi"
+chmod +x "$TMP/h100/nvidia-smi" "$TMP/h200/nvidia-smi"
+log=$(cd "$R" && OUT=$TMP/out PATH=$TMP/h100:/usr/bin:/bin DEVICE_CALL_S=5 bash bench/device_call.sh h200:f1@build/m g47@build/s slow 2>&1)
+grep -q "skip f1@build/m (not an H200)" <<<"$log" && ok "an h200: mode is skipped on an H100" ||
   bad "h200:f1 not skipped: $log"
 names=$(ls "$TMP/out" | sort | tr '\n' ' ')
 [ "$names" = "g47_sass.csv.gz logs.tgz slow_sass.csv.gz " ] && ok "one logs.tgz beside the .gz files, no cache parts" ||
@@ -26,7 +30,11 @@ tar xzf "$TMP/out/logs.tgz" -C "$TMP" && grep -q "g47 dir=build/s" "$TMP/session
 grep -qE "device_call: rc 124 after [0-9] s" <<<"$log" && ok "the slow mode was stopped at DEVICE_CALL_S" ||
   bad "no stop at the limit: $log"
 rm -rf "$TMP/out"; mkdir -p "$TMP/out"
-(cd "$R" && OUT=$TMP/out PATH=/usr/bin:/bin KEEP_TRITON_CACHE=1 bash bench/device_call.sh g47 > /dev/null 2>&1)
+(cd "$R" && OUT=$TMP/out PATH=$TMP/h100:/usr/bin:/bin KEEP_TRITON_CACHE=1 bash bench/device_call.sh g47 > /dev/null 2>&1)
 [ -f "$TMP/out/triton_cache.tgz.part.00" ] && ok "KEEP_TRITON_CACHE=1 keeps the cache parts" ||
   bad "KEEP_TRITON_CACHE=1: $(ls "$TMP/out")"
+rm -rf "$TMP/out"; mkdir -p "$TMP/out"
+(cd "$R" && OUT=$TMP/out PATH=$TMP/h200:/usr/bin:/bin bash bench/device_call.sh h200:f1@build/m > /dev/null 2>&1)
+tar xzf "$TMP/out/logs.tgz" -C "$TMP" 2>/dev/null && grep -q "f1 dir=build/m" "$TMP/session_f1.txt" 2>/dev/null &&
+  ok "on an H200 the h200: mode runs" || bad "h200:f1 on an H200: $(ls "$TMP/out")"
 finish
