@@ -19,7 +19,8 @@ mkdir -p "$TMP/h100" "$TMP/h200" # stand-in nvidia-smi for each card
 printf '#!/bin/sh\necho "NVIDIA H100 80GB HBM3"\n' > "$TMP/h100/nvidia-smi"
 printf '#!/bin/sh\necho "NVIDIA H200"\n' > "$TMP/h200/nvidia-smi"
 chmod +x "$TMP/h100/nvidia-smi" "$TMP/h200/nvidia-smi"
-log=$(cd "$R" && OUT=$TMP/out PATH=$TMP/h100:/usr/bin:/bin DEVICE_CALL_S=5 bash bench/device_call.sh h200:f1@build/m g47@build/s slow 2>&1)
+call() { (cd "$R" && OUT=$TMP/out PATH=$TMP/$1:/usr/bin:/bin bash bench/device_call.sh "${@:2}" 2>&1); } # card, specs
+log=$(DEVICE_CALL_S=5 call h100 h200:f1@build/m g47@build/s slow)
 grep -q "skip f1@build/m (not an H200)" <<<"$log" && ok "an h200: mode is skipped on an H100" ||
   bad "h200:f1 not skipped: $log"
 names=$(ls "$TMP/out" | sort | tr '\n' ' ')
@@ -30,11 +31,11 @@ tar xzf "$TMP/out/logs.tgz" -C "$TMP" && grep -q "g47 dir=build/s" "$TMP/session
 grep -qE "device_call: rc 124 after [0-9] s" <<<"$log" && ok "the slow mode was stopped at DEVICE_CALL_S" ||
   bad "no stop at the limit: $log"
 rm -rf "$TMP/out"; mkdir -p "$TMP/out"
-(cd "$R" && OUT=$TMP/out PATH=$TMP/h100:/usr/bin:/bin KEEP_TRITON_CACHE=1 bash bench/device_call.sh g47 > /dev/null 2>&1)
+KEEP_TRITON_CACHE=1 call h100 g47 > /dev/null
 [ -f "$TMP/out/triton_cache.tgz.part.00" ] && ok "KEEP_TRITON_CACHE=1 keeps the cache parts" ||
   bad "KEEP_TRITON_CACHE=1: $(ls "$TMP/out")"
 rm -rf "$TMP/out"; mkdir -p "$TMP/out"
-(cd "$R" && OUT=$TMP/out PATH=$TMP/h200:/usr/bin:/bin bash bench/device_call.sh h200:f1@build/m > /dev/null 2>&1)
+call h200 h200:f1@build/m > /dev/null
 tar xzf "$TMP/out/logs.tgz" -C "$TMP" 2>/dev/null && grep -q "f1 dir=build/m" "$TMP/session_f1.txt" 2>/dev/null &&
   ok "on an H200 the h200: mode runs" || bad "h200:f1 on an H200: $(ls "$TMP/out")"
 finish
