@@ -25,7 +25,7 @@ run_modes() {
     for spec in "$@"; do
         local mode=${spec%%@*} dir=
         [[ $spec == *@* ]] && dir=${spec#*@}
-        KDA_DEVICE_DIR=${dir:-${KDA_DEVICE_DIR:-build/cuda-device}} bash bench/device_session.sh "$mode"
+        (if [ -n "$dir" ]; then export KDA_DEVICE_DIR=$dir; fi; bash bench/device_session.sh "$mode")
     done
 }
 export -f run_modes

@@ -234,6 +234,7 @@ decode_with_and_without_ours() { # the decode test with our GEMM on every produc
     done
 }
 ncu_core_source() { ncu_source "kda_finish|kda_intra|kda_bwd_d3" 3 core; } # the core's fused kernels
+ncu_swiglu_source() { KDA_BENCH_ONLY="SwiGLU" ncu_source "gemm_sm90_kernel" 3 swiglu $N/bench_gemm_cuda; } # fused GEMM
 kda_step_table() { # kda's side of bench/step_vs_fla.sh (300M 16, 32; 1B 16): steps, phases, memory
     STEP_SIDES=kda STEPS=5 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla_kda.txt" | grep -E "==|step |phase|GEMMs|memory|peak|\|"; lap "kda step table"
@@ -896,14 +897,13 @@ g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0023 (build/cud
     # products' order: s43d's bits); memcheck of the GEMM's small cases, the decode test with and
     # without our GEMM, the fused backward's rows of both, the whole GEMM benchmark of s43f, its
     # gate/up rows with evict-first stores; the fused kernels' stall samples (g45's)
-    local_d=build/cuda-s43d local_f=build/cuda-s43f
-    for b in $local_d $local_f; do cp -n build/cuda-main/dump_batches $b/ 2>/dev/null; done
-    tests_on $local_f ops,step 150 device_log_native_s43f.txt "device tests of s43f (ops, step)"
-    tests_on $local_d ops,step 150 device_log_native_s43d.txt "device tests of s43d (ops, step)"
+    s43d=build/cuda-s43d s43f=build/cuda-s43f
+    tests_on $s43f ops,step 150 device_log_native_s43f.txt "device tests of s43f (ops, step)"
+    tests_on $s43d ops,step 150 device_log_native_s43d.txt "device tests of s43d (ops, step)"
     grep -hE "FAIL" "$OUTDIR"/device_log_native_s43?.txt | head -10
-    N=$local_f
+    N=$s43f
     for r in 1 2; do
-        for k in $local_d/kda_base $local_d/kda $local_f/kda; do bench300 $k "300M 32x2048, selective, $k" ""; done
+        for k in $s43d/kda_base $s43d/kda $s43f/kda; do bench300 $k "300M 32x2048, selective, $k" ""; done
         KDA_GEMM_EVICT_FIRST=1 bench300 $N/kda "300M 32x2048, selective, s43f, KDA_GEMM_EVICT_FIRST=1" ""
     done
     KDA_GEMM_DSW_STAGES=3 bench300 $N/kda "300M 32x2048, selective, s43f, KDA_GEMM_DSW_STAGES=3" ""
@@ -914,21 +914,21 @@ g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0023 (build/cud
     echo "== memcheck, our GEMM's small cases (every variant), s43f"
     KDA_CUDA_SMALL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $N/test_cuda_ops 2>&1 | tail -3
     decode_with_and_without_ours
-    for b in $local_d $local_f; do for st in 2 3; do
+    for b in $s43d $s43f; do for st in 2 3; do
         echo "== $b, the fused backward, KDA_GEMM_DSW_STAGES=$st"
         KDA_GEMM_DSW_STAGES=$st KDA_BENCH_ONLY="SwiGLU bwd" timeout 30 $b/bench_gemm_cuda | tail -2
     done; done
     echo "== bench_gemm_cuda, s43f"; timeout 100 $N/bench_gemm_cuda; lap "GEMM benchmark, s43f"
     echo "== bench_gemm_cuda, s43f, gate + up rows, KDA_GEMM_EVICT_FIRST=1"
     KDA_GEMM_EVICT_FIRST=1 KDA_BENCH_ONLY="gate + up" timeout 60 $N/bench_gemm_cuda
-    KDA_BENCH_ONLY="SwiGLU" ncu_source "gemm_sm90_kernel" 3 swiglu $N/bench_gemm_cuda
+    ncu_swiglu_source
     ;;
 g45) # session 31: where the fused SwiGLU kernels stall (ncu's full set with stall samples: the forward
     # <1,2,0> at 49% tensor-pipe activity against the plain product's 79%, its clusters-of-one twin,
     # the backward <2,2,1>); and whether the decode test's larger error (3.9e-2, 1.0-2.1e-2 before
     # 0011) follows our GEMM (KDA_GEMM_SM90=0: cuBLASLt everywhere)
     decode_with_and_without_ours
-    KDA_BENCH_ONLY="SwiGLU" ncu_source "gemm_sm90_kernel" 3 swiglu $N/bench_gemm_cuda
+    ncu_swiglu_source
     ;;
 s42 | s42s | s42c) # bench/pending/next-s42 (0001 D3's layout a parameter, 0002 the fused kernels
     # specialised for C 64, K 32, V 64, 0003 B6 in D3, 0004 D3's tiles by cp.async, 0005 intra's βk / v
