@@ -8,6 +8,10 @@
 // heuristic's other candidates for every plan made so far (`kda bench --gemm-survey`).
 #include "backend/cuda/cuda_common.cuh"
 
+extern "C" {
+#include "backend/cuda/cuda_streams.h"
+}
+
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,7 @@ enum { WORKSPACE_BYTES = 32 << 20, MAX_PLANS = 256 };
 
 struct plan_key {
     int ta, tb, m, n, k, lda, ldb, ldc, c_f32, bias;
+    int sms; // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, 0: unset (cuda_streams.h)
     unsigned align_a, align_b, align_c;
 };
 
@@ -40,6 +45,9 @@ static cublasLtHandle_t lt;
 static void *workspace;
 static plan plans[MAX_PLANS];
 static int n_plans, next_evict;
+static int sm_target; // kda_cuda_gemm_sm_target
+
+void kda_cuda_gemm_sm_target(int sms) { sm_target = sms; }
 
 void cu_gemm_init(void) {
     CUBLAS_CHECK(cublasLtCreate(&lt));
@@ -102,6 +110,9 @@ static plan *plan_get(const plan_key *key) {
         cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS; // bias type = D type (bf16)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     }
+    if (key->sms > 0)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &key->sms,
+                                                    sizeof key->sms));
     // stored shapes (column-major): A is m×k (k×m when transposed), B is k×n (n×k)
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, key->ta ? key->k : key->m, key->ta ? key->m : key->k,
                                             key->lda));
@@ -137,7 +148,7 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
     plan_key key;
     memset(&key, 0, sizeof key);
     key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
-    key.c_f32 = c_f32, key.bias = bias != NULL;
+    key.c_f32 = c_f32, key.bias = bias != NULL, key.sms = sm_target;
     unsigned ac = ptr_align(C), aci = ptr_align(Cin);
     key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_c = ac < aci ? ac : aci;
     plan *p = plan_get(&key);

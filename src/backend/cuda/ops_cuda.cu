@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "backend/cuda/cuda_info.h"
+#include "backend/cuda/cuda_streams.h"
 #include "comm/dist.h"
 }
 
@@ -35,6 +36,35 @@ bool cu_smem_fits(size_t smem_bytes) {
 int cu_sm_count(void) {
     static int sms = -1;
     return device_attr_once(cudaDevAttrMultiProcessorCount, &sms);
+}
+
+// ---- a second stream (cuda_streams.h) ----
+static cudaStream_t own_stream, side_stream; // own_stream: cu_stream as the backend made it
+static cudaEvent_t ev_fork, ev_join;
+
+static void side_stream_once(void) {
+    if (side_stream) return;
+    own_stream = cu_stream;
+    CU_CHECK(cudaStreamCreate(&side_stream));
+    CU_CHECK(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
+    CU_CHECK(cudaEventCreateWithFlags(&ev_join, cudaEventDisableTiming));
+}
+
+void kda_cuda_stream_select(int side) {
+    side_stream_once();
+    cu_stream = side ? side_stream : own_stream;
+}
+
+void kda_cuda_stream_fork(void) {
+    side_stream_once();
+    CU_CHECK(cudaEventRecord(ev_fork, own_stream));
+    CU_CHECK(cudaStreamWaitEvent(side_stream, ev_fork, 0));
+}
+
+void kda_cuda_stream_join(void) {
+    side_stream_once();
+    CU_CHECK(cudaEventRecord(ev_join, side_stream));
+    CU_CHECK(cudaStreamWaitEvent(own_stream, ev_join, 0));
 }
 
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
