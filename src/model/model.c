@@ -510,7 +510,11 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
     o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgu, g->dx2, NULL, NULL, N, d, 2 * F, 0);
     o->rmsnorm_bwd(a->h_mid, SP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
+    // gate and up's weight gradient may run beside the attention sublayer's backward (a second
+    // queue, ops.h side_begin): nothing below touches x2, dgu or its gradient before side_join
+    int side = o->side_begin && o->side_begin();
     o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgu, NULL, GP(p->gate_proj), NULL, N, d, 2 * F, 0);
+    if (side) o->side_end();
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
     o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);
@@ -528,6 +532,7 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 0);
     o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
     o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
+    if (side) o->side_join(); // before the next layer's MLP rewrites dgu and x2
 }
 
 static void param_ready(kda_model *m, int idx) {

@@ -210,6 +210,16 @@ typedef struct kda_ops {
     // say); NULL where the backend has no such device.
     void (*clock_watch)(int start, kda_clock_stats *out);
 
+    // ---- a second queue for independent work (a capability: NULL where every op runs in order) ----
+    // side_begin returns 1 when the backend takes it (CUDA: KDA_WGRAD_STREAM=1, not while the step
+    // profile is on): the ops called until side_end then run on a second queue that starts after
+    // everything queued so far; else 0, and nothing changes. side_join: the first queue waits for
+    // everything the second has queued. Until side_join the caller leaves the buffers the side's
+    // ops read or write alone on the first queue. The results are those of the serial order.
+    int (*side_begin)(void);
+    void (*side_end)(void);
+    void (*side_join)(void);
+
     // ---- memory planning (mem_plan.h; NULL: the backend keeps no scratch of its own) ----
     // Scratch memory a training step of shape s takes beyond the model's buffers, computed by the
     // functions that size it inside the ops: *held, grow-only buffers kept from step to step (the

@@ -169,6 +169,22 @@ int main(void) {
     printf("        profile: gemm %.3f kda %.3f ce %.3f other %.3f idle %.3f ms\n", ph.ms[0], ph.ms[1], ph.ms[2],
            ph.ms[3], ph.wall_ms - ph.busy_ms);
 
+    // gate and up's weight gradient on a second stream beside the attention backward (ops.h
+    // side_begin, KDA_WGRAD_STREAM=1): the serial order's loss and gradient bits (the same plans)
+    {
+        T_CHECK(CU->side_begin && CU->side_end && CU->side_join, "the CUDA backend has a second queue");
+        float *g_serial = host_of(mg, mg->grad);
+        CU->zero(mg->grad, mg->n_floats * sizeof(float));
+        env_saved es = env_set("KDA_WGRAD_STREAM", "1");
+        double ls = kda_model_step(mg, ids, tgt, B, T, 1, 1.0f, NULL);
+        env_restore(&es);
+        float *g_side = host_of(mg, mg->grad);
+        T_CHECK(ls == lp1, "dW on a second stream: loss %.9g = %.9g", ls, lp1);
+        T_CHECK(!memcmp(g_side, g_serial, mg->n_floats * sizeof(float)),
+                "dW on a second stream: the same gradient bits");
+        free(g_serial), free(g_side);
+    }
+
     // recompute_granularity selective (default, then every module) / full, then selective with
     // core_prep alone (the KDA core's lean saved buffer in every layer) on the GPU: the same loss
     // and gradient bits as none

@@ -34,6 +34,9 @@ typedef __nv_bfloat16 bf16;
 
 // The stream every op of this backend runs on (created by kda_ops_cuda()).
 extern cudaStream_t cu_stream;
+// 0 while cu_stream is the backend's own stream, 1 while it is the second one (cuda_streams.h,
+// ops.h side_begin): what needs a buffer per stream (cuBLASLt's workspace) picks it by this.
+extern int cu_stream_slot;
 // Device int that kernels set when they meet an out-of-range token id (1: embedding id,
 // 2: target id); checked (and the run stopped with a message) by cu_check_error_flag().
 extern int *cu_err_flag;
@@ -178,6 +181,7 @@ void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out);
 // ---- profile.cu: the step profile (ops.h profile_begin / profile_end) ----
 // cu_prof_push starts a span of the given kda_phase (returns -1 when profiling is off);
 // cu_prof_pop ends it. Spans nest; each counts once, for its own phase.
+bool cu_prof_on(void); // between profile_begin and profile_end
 int cu_prof_push(int phase);
 void cu_prof_pop(int span);
 void cu_prof_gemm_flops(double flops);

@@ -42,7 +42,7 @@ struct plan {
 };
 
 static cublasLtHandle_t lt;
-static void *workspace;
+static void *workspaces[2]; // one per stream slot (cu_stream_slot): concurrent GEMMs never share one
 static plan plans[MAX_PLANS];
 static int n_plans, next_evict;
 static int sm_target; // kda_cuda_gemm_sm_target
@@ -51,7 +51,14 @@ void kda_cuda_gemm_sm_target(int sms) { sm_target = sms; }
 
 void cu_gemm_init(void) {
     CUBLAS_CHECK(cublasLtCreate(&lt));
-    CU_CHECK(cudaMalloc(&workspace, WORKSPACE_BYTES));
+    CU_CHECK(cudaMalloc(&workspaces[0], WORKSPACE_BYTES));
+}
+
+// cuBLASLt's workspace for the stream the call is queued on (the second one's made on first use)
+static void *workspace_now(void) {
+    void **w = &workspaces[cu_stream_slot];
+    if (!*w) CU_CHECK(cudaMalloc(w, WORKSPACE_BYTES));
+    return *w;
 }
 
 static unsigned ptr_align(const void *p) {
@@ -111,8 +118,8 @@ static plan *plan_get(const plan_key *key) {
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     }
     if (key->sms > 0)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &key->sms,
-                                                    sizeof key->sms));
+        CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &key->sms, sizeof key->sms));
     // stored shapes (column-major): A is m×k (k×m when transposed), B is k×n (n×k)
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, key->ta ? key->k : key->m, key->ta ? key->m : key->k,
                                             key->lda));
@@ -158,7 +165,7 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
     int span = cu_prof_push(KDA_PHASE_GEMM);
     cu_prof_gemm_flops(2.0 * m * n * k);
     CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, Cin, p->lc, C, p->lc, &p->algo,
-                                workspace, WORKSPACE_BYTES, cu_stream));
+                                workspace_now(), WORKSPACE_BYTES, cu_stream));
     cu_prof_pop(span);
 }
 
@@ -174,7 +181,7 @@ static float survey_time(plan *p, const cublasLtMatmulAlgo_t *algo, const void *
     for (int r = 0; r < SURVEY_REPS + 2; r++) {
         if (r == 2) CU_CHECK(cudaEventRecord(e0, cu_stream));
         cublasStatus_t st = cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, algo,
-                                           workspace, WORKSPACE_BYTES, cu_stream);
+                                           workspace_now(), WORKSPACE_BYTES, cu_stream);
         if (st != CUBLAS_STATUS_SUCCESS) return -1.0f;
     }
     CU_CHECK(cudaEventRecord(e1, cu_stream));

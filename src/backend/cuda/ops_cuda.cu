@@ -1,6 +1,7 @@
 // ops_cuda.cu — the CUDA backend's table (ops.h), device start-up, memory and scratch.
-// Everything runs on one stream (cu_stream); ops return without waiting except those that
-// hand a number back to the host (lm_head_ce, loss_take, sumsq, to_host, sync).
+// Everything runs on one stream (cu_stream), except what a caller puts on a second one
+// (cuda_streams.h, ops.h side_begin); ops return without waiting except those that hand a
+// number back to the host (lm_head_ce, loss_take, sumsq, to_host, sync).
 #include "backend/cuda/cuda_common.cuh"
 
 #include <stdlib.h>
@@ -13,6 +14,7 @@ extern "C" {
 }
 
 cudaStream_t cu_stream;
+int cu_stream_slot;
 int *cu_err_flag;
 
 static void *scratch_ptr;
@@ -53,6 +55,7 @@ static void side_stream_once(void) {
 void kda_cuda_stream_select(int side) {
     side_stream_once();
     cu_stream = side ? side_stream : own_stream;
+    cu_stream_slot = side != 0;
 }
 
 void kda_cuda_stream_fork(void) {
@@ -66,6 +69,38 @@ void kda_cuda_stream_join(void) {
     CU_CHECK(cudaEventRecord(ev_join, side_stream));
     CU_CHECK(cudaStreamWaitEvent(own_stream, ev_join, 0));
 }
+
+// ops.h side_begin / side_end / side_join on these streams: KDA_WGRAD_STREAM=1 takes the side
+// (an A/B, off by default; not while the step profile is on, whose spans must not overlap);
+// KDA_WGRAD_SMS=n has cuBLASLt target n SMs there (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 or
+// unset: all, the serial order's plans and bits).
+static int wgrad_sms(void) {
+    static int sms = -1;
+    if (sms < 0) {
+        const char *v = getenv("KDA_WGRAD_SMS");
+        char *end = NULL;
+        long n = v && *v ? strtol(v, &end, 10) : 0;
+        if (v && *v && (*end || n < 0 || n > 4096))
+            kda_die("KDA_WGRAD_SMS='%s': give a number of SMs (0 or unset: all of them)", v);
+        sms = (int)n;
+    }
+    return sms;
+}
+
+static int cu_side_begin(void) {
+    if (!cu_env_on("KDA_WGRAD_STREAM") || cu_prof_on()) return 0;
+    kda_cuda_stream_fork();
+    kda_cuda_stream_select(1);
+    kda_cuda_gemm_sm_target(wgrad_sms());
+    return 1;
+}
+
+static void cu_side_end(void) {
+    kda_cuda_gemm_sm_target(0);
+    kda_cuda_stream_select(0);
+}
+
+static void cu_side_join(void) { kda_cuda_stream_join(); }
 
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
 
@@ -248,6 +283,9 @@ static const kda_ops cuda_ops = {
     .gemm_survey = cu_gemm_survey,
     .mem_info = kda_cuda_mem_info,
     .clock_watch = kda_cuda_clock_watch,
+    .side_begin = cu_side_begin,
+    .side_end = cu_side_end,
+    .side_join = cu_side_join,
     .scratch_bytes = cu_scratch_bytes,
     .scratch_held = cu_scratch_held,
 };
