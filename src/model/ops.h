@@ -216,6 +216,8 @@ typedef struct kda_ops {
     // everything queued so far; else 0, and nothing changes. side_join: the first queue waits for
     // everything the second has queued. Until side_join the caller leaves the buffers the side's
     // ops read or write alone on the first queue. The results are those of the serial order.
+    // Only ops without scratch of the backend's own may run there (CUDA: linear_bwd's dW without a
+    // bias; cu_scratch refuses the second stream).
     int (*side_begin)(void);
     void (*side_end)(void);
     void (*side_join)(void);

@@ -438,19 +438,22 @@ static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
     CU->free(x_), CU->free(dxa_), CU->free(dxb_), free(xw), free(dxa), free(dxb);
 }
 
-// ---- two streams (cuda_streams.h, bench_overlap_cuda's hooks) ----
-// dW is zeroed on the backend's stream, accumulated by a GEMM on the second stream (forked after
-// the zeroing, cuBLASLt targeting fewer SMs), then again on the backend's stream after the join:
-// 2·dyᵀ·x only if the fork and the join order the streams (else the second stream reads the
-// random start or the two accumulations race).
-static void test_two_streams(int N, int In, int O) {
-    float *x = h_randn_bf((size_t)N * In, 1.0), *gy = h_randn_bf((size_t)N * O, 1.0), *dW0 = h_randn((size_t)O * In, 1);
-    float *dW_ref = kda_calloc((size_t)O * In, sizeof(float));
+// ---- two streams (cuda_streams.h, bench_overlap_cuda's hooks and ops.h side_begin) ----
+// The first stream makes x by a GEMM into a NaN-poisoned buffer, the second (forked after it,
+// cuBLASLt targeting fewer SMs) accumulates dW += dyᵀ·x onto zeros, and the first copies dW
+// right after the join: the copy equals dyᵀ·x only if the fork made the second stream wait for x
+// (else it reads NaN) and the join made the copy wait for dW (else it reads zeros or part).
+static void test_two_streams(int N, int In, int O, int K) {
+    float *a = h_randn_bf((size_t)N * K, 1.0), *w = h_randn_bf((size_t)In * K, 0.05),
+          *gy = h_randn_bf((size_t)N * O, 1);
+    void *a_ = d_bf(a, (size_t)N * K), *w_ = d_bf(w, (size_t)In * K), *gy_ = d_bf(gy, (size_t)N * O);
+    void *xr_ = d_bf_nan((size_t)N * In), *x_ = d_bf_nan((size_t)N * In);
+    CU->linear_fwd(a_, K, w_, NULL, NULL, xr_, N, K, In); // x as the first stream makes it, for the reference
+    float *x = h_of_bf(xr_, (size_t)N * In), *dW_ref = kda_calloc((size_t)O * In, sizeof(float));
     CPU->linear_bwd(x, In, NULL, gy, NULL, dW_ref, NULL, N, In, O, 0);
-    for (size_t i = 0; i < (size_t)O * In; i++) dW_ref[i] *= 2.0f;
-    void *x_ = d_bf(x, (size_t)N * In), *gy_ = d_bf(gy, (size_t)N * O);
-    float *dW_ = d_f32(dW0, (size_t)O * In);
+    float *dW_ = d_f32_nan((size_t)O * In), *snap_ = d_f32_nan((size_t)O * In);
     CU->zero(dW_, (size_t)O * In * 4);
+    CU->linear_fwd(a_, K, w_, NULL, NULL, x_, N, K, In); // into x_ (NaN until then) on the first stream
     kda_cuda_stream_fork();
     kda_cuda_stream_select(1);
     kda_cuda_gemm_sm_target(64); // a hint: any card takes it
@@ -458,13 +461,13 @@ static void test_two_streams(int N, int In, int O) {
     kda_cuda_gemm_sm_target(0);
     kda_cuda_stream_select(0);
     kda_cuda_stream_join();
-    CU->linear_bwd(x_, In, NULL, gy_, NULL, dW_, NULL, N, In, O, 0);
-    float *dW = h_of_f32(dW_, (size_t)O * In);
-    char nm[96];
-    snprintf(nm, sizeof nm, "two streams: dW on the second stream, then on the first (N=%d In=%d O=%d)", N, In, O);
-    CHECK_REL(nm, dW, dW_ref, (size_t)O * In, 1e-4);
-    CU->free(x_), CU->free(gy_), CU->free(dW_);
-    free(x), free(gy), free(dW0), free(dW_ref), free(dW);
+    CU->copy(snap_, dW_, (size_t)O * In * 4);
+    float *snap = h_of_f32(snap_, (size_t)O * In);
+    char nm[112];
+    snprintf(nm, sizeof nm, "two streams: x made on the first, dW on the second, copied on the first (N=%d)", N);
+    CHECK_REL(nm, snap, dW_ref, (size_t)O * In, 1e-4);
+    CU->free(a_), CU->free(w_), CU->free(gy_), CU->free(xr_), CU->free(x_), CU->free(dW_), CU->free(snap_);
+    free(a), free(w), free(gy), free(x), free(dW_ref), free(snap);
 }
 
 // ---- SwiGLU ----
@@ -720,7 +723,7 @@ int main(int argc, char **argv) {
     test_conv_fwd_bits(2, 37, (const int[]){24, 40, 16}, 88);
     test_conv_fwd_bits(2, 1, (const int[]){8, 16, 8}, 40);
     test_conv_fwd_bits(1, 65, (const int[]){8, 8, 16}, 32);
-    test_two_streams(8192, 1024, 1536);
+    test_two_streams(16384, 1024, 2048, 4096);
     test_swiglu(97, 1032); // the 16-byte path, and the element-by-element one on the same data
     test_swiglu(61, 37);   // F % 8 != 0: element by element only
     test_optimizer(1000003);

@@ -179,7 +179,7 @@ int main(void) {
         double ls = kda_model_step(mg, ids, tgt, B, T, 1, 1.0f, NULL);
         env_restore(&es);
         float *g_side = host_of(mg, mg->grad);
-        T_CHECK(ls == lp1, "dW on a second stream: loss %.9g = %.9g", ls, lp1);
+        T_CHECK(ls == lp1, "dW on a second stream: loss %.9g = %.9g (the forward's: a sanity check)", ls, lp1);
         T_CHECK(!memcmp(g_side, g_serial, mg->n_floats * sizeof(float)),
                 "dW on a second stream: the same gradient bits");
         free(g_serial), free(g_side);
@@ -211,6 +211,15 @@ int main(void) {
             lr3[a] = kda_model_step(mm, ids, tgt, B, T, 1, 1.0f, NULL);
             g3[a] = host_of(mm, mm->grad);
             act3[a] = mm->act_bytes_total;
+            // and with gate and up's dW on the second stream (recomputed x2 included): the same bits
+            CU->zero(mm->grad, mm->n_floats * sizeof(float));
+            env_saved es = env_set("KDA_WGRAD_STREAM", "1");
+            kda_model_step(mm, ids, tgt, B, T, 1, 1.0f, NULL);
+            env_restore(&es);
+            float *gs = host_of(mm, mm->grad);
+            T_CHECK(!memcmp(gs, g3[a], mm->n_floats * sizeof(float)),
+                    "GPU recompute %s, dW on a second stream: the same gradient bits", modes[a]);
+            free(gs);
             kda_model_free(mm);
         }
         for (int a = 1; a < 5; a++) {

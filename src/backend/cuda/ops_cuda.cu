@@ -46,7 +46,7 @@ static cudaEvent_t ev_fork, ev_join;
 
 static void side_stream_once(void) {
     if (side_stream) return;
-    own_stream = cu_stream;
+    KDA_CHECK(own_stream != NULL, "a second stream asked for before the CUDA backend started");
     CU_CHECK(cudaStreamCreate(&side_stream));
     CU_CHECK(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
     CU_CHECK(cudaEventCreateWithFlags(&ev_join, cudaEventDisableTiming));
@@ -105,6 +105,8 @@ static void cu_side_join(void) { kda_cuda_stream_join(); }
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
 
 void *cu_scratch(size_t bytes) {
+    // one arena, on the backend's own stream: an op that takes it must not run on the second one
+    KDA_CHECK(cu_stream_slot == 0, "cu_scratch on the second stream (cuda_streams.h): the arena is the first's");
     if (bytes <= scratch_size) return scratch_ptr;
     if (scratch_ptr) {
         CU_CHECK(cudaStreamSynchronize(cu_stream)); // queued kernels may still read the old one
@@ -367,6 +369,7 @@ extern "C" const kda_ops *kda_ops_cuda(const char **why) {
                 probed = -1;
             } else {
                 CU_CHECK(cudaStreamCreate(&cu_stream));
+                own_stream = cu_stream;
                 CU_CHECK(cudaMalloc(&cu_err_flag, sizeof(int)));
                 CU_CHECK(cudaMemsetAsync(cu_err_flag, 0, sizeof(int), cu_stream));
                 cu_gemm_init();
