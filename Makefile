@@ -100,8 +100,8 @@ $(DEVICE_DIR)/kda: $(BUILD)/src/cli/main.o $(BUILD)/libkda.a
 $(DEVICE_DIR)/dump_batches: tests/tools/dump_batches.c $(BUILD)/libkda.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(DEVICE_LIBS)
-# bench_ops_cuda and bench_overlap_cuda time with CUDA events (the runtime's C header)
-$(DEVICE_DIR)/bench_ops_cuda $(DEVICE_DIR)/bench_overlap_cuda: CFLAGS += -I$(CUDA_HOME)/include
+# the benchmarks time with CUDA events (cuda_bench.h: the runtime's C header)
+$(DEVICE_DIR)/bench_%: CFLAGS += -I$(CUDA_HOME)/include
 $(DEVICE_DIR)/%: tests/cuda/%.c $(BUILD)/libkda.a $(wildcard tests/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkda.a $(DEVICE_LIBS)

@@ -4,21 +4,11 @@
 // 10 back-to-back calls, host clock around a device sync (launch gaps included).
 //   bench_kda_cuda [B ...]
 // KDA_BENCH_ONCE=1: one warm-up forward + backward, then one of each, untimed (for a profiler).
+#include "cuda/cuda_bench.h"
 #include "cuda/kda_inputs.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
-    const char *why = NULL;
-    CU = kda_ops_cuda(&why);
-    if (!CU) {
-        printf("SKIP: no CUDA device (%s)\n", why);
-        return 0;
-    }
-    kda_rng_seed(&RNG, 1234);
+    bench_start(1234);
     int nb = argc > 1 ? argc - 1 : 2;
     for (int ib = 0; ib < nb; ib++) {
         int B = argc > 1 ? atoi(argv[ib + 1]) : (ib ? 32 : 16);
@@ -26,7 +16,8 @@ int main(int argc, char **argv) {
         kda_inputs x = kda_inputs_make(B, T, H, K, V, 64);
         kda_core_dims *d = &x.d;
         void *q = d_bf(x.q, x.nk), *k = d_bf(x.k, x.nk), *v = d_bf(x.v, x.nv), *f = d_bf(x.f, x.nk);
-        void *b = d_bf(x.b, x.nb), *A = d_f32(x.A_log, H), *dt = d_f32(x.dt_bias, (size_t)H * K), *dO = d_bf(x.dO, x.nv);
+        void *b = d_bf(x.b, x.nb), *A = d_f32(x.A_log, H), *dt = d_f32(x.dt_bias, (size_t)H * K),
+             *dO = d_bf(x.dO, x.nv);
         void *o = CU->alloc(x.nv * 2), *dq = CU->alloc(x.nk * 2), *dk = CU->alloc(x.nk * 2);
         void *dv = CU->alloc(x.nv * 2), *df = CU->alloc(x.nk * 2), *db = CU->alloc(x.nb * 2);
         float *dA = CU->alloc(H * 4), *ddt = CU->alloc((size_t)H * K * 4);

@@ -9,49 +9,8 @@
 // A table last (one line per op: name, ms, GB/s, % of copy, calls per step, ms per step).
 //   bench_ops_cuda [tokens]     (default 65536; a multiple of 2048)
 //   KDA_BENCH_ONLY=text         only the rows whose name holds text (the copy row always)
-#include "cuda/cuda_test_util.h"
 #include "conv_one.h"
-
-#include <cuda_runtime_api.h>
-
-enum { WARM = 3, REPS = 10, ROUNDS = 7 };
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void ck(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "bench_ops_cuda: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-typedef void (*bench_fn)(void *ctx);
-
-// median over ROUNDS of the mean time of REPS calls, in ms; the op runs on the backend's stream,
-// a blocking stream, so events on the legacy default stream order with it
-static double time_ms(bench_fn f, void *ctx) {
-    cudaEvent_t e0, e1;
-    ck(cudaEventCreate(&e0), "event"), ck(cudaEventCreate(&e1), "event");
-    for (int i = 0; i < WARM; i++) f(ctx);
-    CU->sync();
-    double t[ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) {
-        ck(cudaEventRecord(e0, 0), "record");
-        for (int i = 0; i < REPS; i++) f(ctx);
-        ck(cudaEventRecord(e1, 0), "record");
-        ck(cudaEventSynchronize(e1), "sync");
-        float ms = 0;
-        ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-        t[r] = ms / REPS;
-    }
-    CU->sync();
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
-    qsort(t, ROUNDS, sizeof(double), cmp_d);
-    return t[ROUNDS / 2];
-}
+#include "cuda/cuda_bench.h"
 
 // ---- the shapes and buffers ----
 static int B = 32, T = 2048, N, D = 1024, H = 8, K = 32, V = 64, F = 4096, W = 4, NV = 128256;
@@ -132,30 +91,9 @@ static void bench(const char *name, bench_fn f, double bytes, double per_step) {
     fflush(stdout);
 }
 
-static void *d_rand_bf(size_t n, double sd) {
-    float *h = h_randn(n, sd);
-    void *d = d_bf(h, n);
-    free(h);
-    return d;
-}
-static float *d_rand_f32(size_t n, double sd, int positive) {
-    float *h = h_randn(n, sd);
-    if (positive)
-        for (size_t i = 0; i < n; i++) h[i] = fabsf(h[i]);
-    float *d = d_f32(h, n);
-    free(h);
-    return d;
-}
-
 int main(int argc, char **argv) {
-    const char *why = NULL;
-    CU = kda_ops_cuda(&why);
-    if (!CU) {
-        printf("SKIP: no CUDA device (%s)\n", why);
-        return 0;
-    }
+    bench_start(4321);
     CPU = kda_ops_cpu();
-    kda_rng_seed(&RNG, 4321);
     N = argc > 1 ? atoi(argv[1]) : B * T;
     if (N < T || N % T) {
         fprintf(stderr, "usage: bench_ops_cuda [tokens, a multiple of %d]\n", T);

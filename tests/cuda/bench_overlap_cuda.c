@@ -2,7 +2,8 @@
 // memory- and latency-bound ops? (issue 17: in a 300M 32 x 2048 step the backward's non-GEMM
 // kernels take ~54 ms and its weight-gradient GEMMs ~26 ms, serialised; the GEMMs leave HBM mostly
 // idle, those kernels the tensor cores.) The answer decides whether the model's backward should
-// move its weight gradients to a second stream (cuda_streams.h); nothing in the model uses it yet.
+// move its weight gradients to a second stream (cuda_streams.h; gate and up's already go there
+// with KDA_WGRAD_STREAM=1, ops.h side_begin, an A/B).
 //
 // For each pair of one layer's backward at the 300M shapes (B x 2048 tokens, d 1024, F 4096), a
 // GEMM (dW of gate + up, or of down) on the second stream and an op (swiglu_bwd with z, the
@@ -12,63 +13,31 @@
 // fork-join pairs, CUDA events). "saved" = 1 - both / (GEMM on all SMs + op), the share of the
 // serialised time the overlap takes off; negative when running them together is slower.
 //   bench_overlap_cuda [tokens]   (default 65536; a multiple of 2048)
-#include "cuda/kda_inputs.h"
 #include "backend/cuda/cuda_streams.h"
+#include "cuda/cuda_bench.h"
+#include "cuda/kda_inputs.h"
 
-#include <cuda_runtime_api.h>
+typedef void (*step_fn)(void);
+typedef struct {
+    step_fn gemm, op; // either may be NULL (alone)
+} pair;
 
-enum { WARM = 3, REPS = 10, ROUNDS = 7 };
-
-static void ck(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "bench_overlap_cuda: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef void (*bench_fn)(void);
-
-// One rep: the GEMM (g, on the second stream when op is set) and the op, forked and joined; either
-// may be NULL (alone).
-static void rep(bench_fn g, bench_fn op) {
-    if (g && op) {
+// One rep: the GEMM (on the second stream when there is an op) and the op, forked and joined.
+static void rep(void *ctx) {
+    const pair *p = ctx;
+    if (p->gemm && p->op) {
         kda_cuda_stream_fork();
         kda_cuda_stream_select(1);
-        g();
+        p->gemm();
         kda_cuda_stream_select(0);
-        op();
+        p->op();
         kda_cuda_stream_join();
     } else {
-        (g ? g : op)();
+        (p->gemm ? p->gemm : p->op)();
     }
 }
 
-// median over ROUNDS of the mean time of REPS reps, in ms; the events are on the legacy default
-// stream, which orders with both (blocking) streams
-static double time_ms(bench_fn g, bench_fn op) {
-    cudaEvent_t e0, e1;
-    ck(cudaEventCreate(&e0), "event"), ck(cudaEventCreate(&e1), "event");
-    for (int i = 0; i < WARM; i++) rep(g, op);
-    ck(cudaDeviceSynchronize(), "sync");
-    double t[ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) {
-        ck(cudaEventRecord(e0, 0), "record");
-        for (int i = 0; i < REPS; i++) rep(g, op);
-        ck(cudaEventRecord(e1, 0), "record");
-        ck(cudaEventSynchronize(e1), "sync");
-        float ms = 0;
-        ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-        t[r] = ms / REPS;
-    }
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
-    qsort(t, ROUNDS, sizeof(double), cmp_d);
-    return t[ROUNDS / 2];
-}
+static double pair_ms(step_fn gemm, step_fn op) { return time_ms(rep, &(pair){gemm, op}); }
 
 // ---- one layer's backward at the 300M shapes ----
 static int N, D = 1024, F = 4096;
@@ -87,22 +56,6 @@ static void op_swiglu_bwd(void) { CU->swiglu_bwd(gu_, dz_, F, dgu_, z_, N, F); }
 static void op_rmsnorm_bwd(void) { CU->rmsnorm_bwd(nx_, nw_, nrstd_, ndy_, ndx_, ndw_, ny_, N, D, 1); }
 static void op_kda_bwd(void) {
     CU->kda_bwd(&cd_, q_, k_, v_, f_, b_, A_, dt_, saved_, dO_, dq_, dk_, dv_, df_, db_, dA_, ddt_);
-}
-
-static void *d_rand_bf(size_t n, double sd) {
-    float *h = h_randn(n, sd);
-    void *d = d_bf(h, n);
-    free(h);
-    return d;
-}
-
-static float *d_rand_f32(size_t n, double sd, int positive) {
-    float *h = h_randn(n, sd);
-    if (positive)
-        for (size_t i = 0; i < n; i++) h[i] = fabsf(h[i]);
-    float *d = d_f32(h, n);
-    free(h);
-    return d;
 }
 
 static void setup(int B, int T) {
@@ -129,13 +82,7 @@ static void setup(int B, int T) {
 }
 
 int main(int argc, char **argv) {
-    const char *why = NULL;
-    CU = kda_ops_cuda(&why);
-    if (!CU) {
-        printf("SKIP: no CUDA device (%s)\n", why);
-        return 0;
-    }
-    kda_rng_seed(&RNG, 2468);
+    bench_start(2468);
     int T = 2048;
     N = argc > 1 ? atoi(argv[1]) : 32 * T;
     if (N < T || N % T) {
@@ -150,7 +97,7 @@ int main(int argc, char **argv) {
     setup(N / T, T);
     const struct {
         const char *name;
-        bench_fn f;
+        step_fn f;
     } gemms[] = {{"dW gate+up", g_dw_gate_up}, {"dW down", g_dw_down}},
       ops[] = {{"swiglu_bwd + z", op_swiglu_bwd}, {"rmsnorm_bwd + y", op_rmsnorm_bwd}, {"kda_bwd", op_kda_bwd}};
     const int targets[] = {0, sms - 16, sms - 32, sms - 48};
@@ -158,12 +105,12 @@ int main(int argc, char **argv) {
            "saved");
     for (size_t gi = 0; gi < sizeof gemms / sizeof gemms[0]; gi++) {
         kda_cuda_gemm_sm_target(0);
-        double g_all = time_ms(gemms[gi].f, NULL);
+        double g_all = pair_ms(gemms[gi].f, NULL);
         for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
-            double t_op = time_ms(NULL, ops[oi].f);
+            double t_op = pair_ms(NULL, ops[oi].f);
             for (size_t ti = 0; ti < sizeof targets / sizeof targets[0]; ti++) {
                 kda_cuda_gemm_sm_target(targets[ti]);
-                double g = ti ? time_ms(gemms[gi].f, NULL) : g_all, both = time_ms(gemms[gi].f, ops[oi].f);
+                double g = ti ? pair_ms(gemms[gi].f, NULL) : g_all, both = pair_ms(gemms[gi].f, ops[oi].f);
                 printf("%-12s %-16s %8d %9.3f %8.3f %8.3f %8.3f %7.1f%%\n", gemms[gi].name, ops[oi].name,
                        targets[ti] ? targets[ti] : sms, g, g_all, t_op, both, 100.0 * (1.0 - both / (g_all + t_op)));
                 fflush(stdout);
