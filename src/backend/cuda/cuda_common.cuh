@@ -32,7 +32,8 @@ typedef __nv_bfloat16 bf16;
 // After every kernel launch: catches bad launch configurations at the launch site.
 #define CU_LAUNCHED() CU_CHECK(cudaGetLastError())
 
-// The stream every op of this backend runs on (created by kda_ops_cuda()).
+// The stream the backend's ops are queued on: its own (created by kda_ops_cuda()), or the second
+// one while a caller has selected it (cuda_streams.h).
 extern cudaStream_t cu_stream;
 // 0 while cu_stream is the backend's own stream, 1 while it is the second one (cuda_streams.h,
 // ops.h side_begin): what needs a buffer per stream (cuBLASLt's workspace) picks it by this.

@@ -1,8 +1,9 @@
-// cuda_streams.h — hooks for measuring two-stream overlap (tests/cuda/bench_overlap_cuda.c), not
-// used by the model: whether a weight-gradient GEMM on a second stream runs beside the backward's
-// memory- and latency-bound ops (the GEMMs leave HBM mostly idle, those ops the tensor cores;
-// issue 17, "no avoidable GPU idle time"). Every op runs on the backend's one stream unless a
-// caller selects the second one here. One host thread drives them, as it drives the backend.
+// cuda_streams.h — a second stream for work that may overlap the backend's own: a weight-gradient
+// GEMM beside the backward's memory- and latency-bound ops (the GEMMs leave HBM mostly idle, those
+// ops the tensor cores; issue 17, "no avoidable GPU idle time"). Used by ops.h side_begin /
+// side_end / side_join (KDA_WGRAD_STREAM=1, ops_cuda.cu) and tests/cuda/bench_overlap_cuda.c.
+// Every op runs on the backend's own stream unless a caller selects the second one here. One host
+// thread drives them, as it drives the backend.
 #ifndef KDA_CUDA_STREAMS_H
 #define KDA_CUDA_STREAMS_H
 // The stream the backend's ops are queued on from now: 0 its own stream, 1 a second one (created
