@@ -211,9 +211,9 @@ int main(void) {
             lr3[a] = kda_model_step(mm, ids, tgt, B, T, 1, 1.0f, NULL);
             g3[a] = host_of(mm, mm->grad);
             act3[a] = mm->act_bytes_total;
-            // and with gate and up's dW on the second stream (recomputed x2 included): the same bits
+            // and with the MLP's dW on the second stream (recomputed x2 and z included): the same bits
             CU->zero(mm->grad, mm->n_floats * sizeof(float));
-            env_saved es = env_set("KDA_WGRAD_STREAM", "1");
+            env_saved es = env_set("KDA_WGRAD_STREAM", "3"); // gate and up's dW and down's
             kda_model_step(mm, ids, tgt, B, T, 1, 1.0f, NULL);
             env_restore(&es);
             float *gs = host_of(mm, mm->grad);

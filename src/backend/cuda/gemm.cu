@@ -53,7 +53,7 @@ void cu_gemm_init(void) {
     CUBLAS_CHECK(cublasLtCreate(&lt));
     CU_CHECK(cudaMalloc(&workspaces[0], WORKSPACE_BYTES));
     // the second stream's (ops.h side_begin) now too, so that the memory plan meets it in use
-    if (cu_env_on("KDA_WGRAD_STREAM")) CU_CHECK(cudaMalloc(&workspaces[1], WORKSPACE_BYTES));
+    if (cu_env_on("KDA_WGRAD_STREAM")) CU_CHECK(cudaMalloc(&workspaces[1], WORKSPACE_BYTES)); // "0": off
 }
 
 // cuBLASLt's workspace for the stream the call is queued on (the second one's made on first use)

@@ -70,25 +70,25 @@ void kda_cuda_stream_join(void) {
     CU_CHECK(cudaStreamWaitEvent(own_stream, ev_join, 0));
 }
 
-// ops.h side_begin / side_end / side_join on these streams: KDA_WGRAD_STREAM=1 takes the side
-// (an A/B, off by default; not while the step profile is on, whose spans must not overlap);
-// KDA_WGRAD_SMS=n has cuBLASLt target n SMs there (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 or
-// unset: all, the serial order's plans and bits).
-static int wgrad_sms(void) {
-    static int sms = -1;
-    if (sms < 0) {
-        const char *v = getenv("KDA_WGRAD_SMS");
-        char *end = NULL;
-        long n = v && *v ? strtol(v, &end, 10) : 0;
-        if (v && *v && (*end || n < 0 || n > 4096))
-            kda_die("KDA_WGRAD_SMS='%s': give a number of SMs (0 or unset: all of them)", v);
-        sms = (int)n;
-    }
-    return sms;
+// ops.h side_begin / side_end / side_join on these streams: KDA_WGRAD_STREAM=mask takes the
+// pieces whose KDA_SIDE_* bits it sets (1: gate and up's dW, 2: down's, 3: both; an A/B, off by
+// default; not while the step profile is on, whose spans must not overlap); KDA_WGRAD_SMS=n has
+// cuBLASLt target n SMs there (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 or unset: all, the
+// serial order's plans and bits). Read at every call, as cu_env_on (a test sets them in turn).
+static int env_count(const char *name, int max) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > max) kda_die("%s='%s': give a whole number from 0 to %d", name, v, max);
+    return (int)n;
 }
+static int wgrad_sms(void) { return env_count("KDA_WGRAD_SMS", 4096); }
 
-static int cu_side_begin(void) {
-    if (!cu_env_on("KDA_WGRAD_STREAM") || cu_prof_on()) return 0;
+static int wgrad_mask(void) { return env_count("KDA_WGRAD_STREAM", KDA_SIDE_DW_GATE_UP | KDA_SIDE_DW_DOWN); }
+
+static int cu_side_begin(int what) {
+    if (!(wgrad_mask() & what) || cu_prof_on()) return 0;
     kda_cuda_stream_fork();
     kda_cuda_stream_select(1);
     kda_cuda_gemm_sm_target(wgrad_sms());
