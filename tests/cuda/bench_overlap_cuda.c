@@ -117,6 +117,5 @@ int main(int argc, char **argv) {
             }
         }
     }
-    kda_cuda_gemm_sm_target(0);
     return 0;
 }

@@ -42,7 +42,7 @@ struct plan {
 };
 
 static cublasLtHandle_t lt;
-static void *workspaces[2]; // one per stream slot (cu_stream_slot): concurrent GEMMs never share one
+static void *workspaces[2]; // the own stream's, the second's (cu_on_side_stream): concurrent GEMMs never share one
 static plan plans[MAX_PLANS];
 static int n_plans, next_evict;
 static int sm_target; // kda_cuda_gemm_sm_target
@@ -53,12 +53,12 @@ void cu_gemm_init(void) {
     CUBLAS_CHECK(cublasLtCreate(&lt));
     CU_CHECK(cudaMalloc(&workspaces[0], WORKSPACE_BYTES));
     // the second stream's (ops.h side_begin) now too, so that the memory plan meets it in use
-    if (cu_env_on("KDA_WGRAD_STREAM")) CU_CHECK(cudaMalloc(&workspaces[1], WORKSPACE_BYTES)); // "0": off
+    if (cu_wgrad_mask()) CU_CHECK(cudaMalloc(&workspaces[1], WORKSPACE_BYTES));
 }
 
 // cuBLASLt's workspace for the stream the call is queued on (the second one's made on first use)
 static void *workspace_now(void) {
-    void **w = &workspaces[cu_stream_slot];
+    void **w = &workspaces[cu_on_side_stream()];
     if (!*w) CU_CHECK(cudaMalloc(w, WORKSPACE_BYTES));
     return *w;
 }

@@ -14,7 +14,6 @@ extern "C" {
 }
 
 cudaStream_t cu_stream;
-int cu_stream_slot;
 int *cu_err_flag;
 
 static void *scratch_ptr;
@@ -55,8 +54,9 @@ static void side_stream_once(void) {
 void kda_cuda_stream_select(int side) {
     side_stream_once();
     cu_stream = side ? side_stream : own_stream;
-    cu_stream_slot = side != 0;
 }
+
+bool cu_on_side_stream(void) { return side_stream && cu_stream == side_stream; }
 
 void kda_cuda_stream_fork(void) {
     side_stream_once();
@@ -70,28 +70,15 @@ void kda_cuda_stream_join(void) {
     CU_CHECK(cudaStreamWaitEvent(own_stream, ev_join, 0));
 }
 
-// ops.h side_begin / side_end / side_join on these streams: KDA_WGRAD_STREAM=mask takes the
-// pieces whose KDA_SIDE_* bits it sets (1: gate and up's dW, 2: down's, 3: both; an A/B, off by
-// default; not while the step profile is on, whose spans must not overlap); KDA_WGRAD_SMS=n has
-// cuBLASLt target n SMs there (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 or unset: all, the
-// serial order's plans and bits). Read at every call, as cu_env_on (a test sets them in turn).
-static int env_count(const char *name, int max) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 0 || n > max) kda_die("%s='%s': give a whole number from 0 to %d", name, v, max);
-    return (int)n;
-}
-static int wgrad_sms(void) { return env_count("KDA_WGRAD_SMS", 4096); }
-
-static int wgrad_mask(void) { return env_count("KDA_WGRAD_STREAM", KDA_SIDE_DW_GATE_UP | KDA_SIDE_DW_DOWN); }
-
+// ops.h side_begin / side_end / side_join on these streams: the pieces whose KDA_SIDE_* bits
+// KDA_WGRAD_STREAM sets (1: gate and up's dW, 2: down's, 3: both; not while the step profile is
+// on, whose spans must not overlap); KDA_WGRAD_SMS=n has cuBLASLt target n SMs there
+// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 or unset: all, the serial order's plans and bits).
 static int cu_side_begin(int what) {
-    if (!(wgrad_mask() & what) || cu_prof_on()) return 0;
+    if (!(cu_wgrad_mask() & what) || cu_prof_on()) return 0;
     kda_cuda_stream_fork();
     kda_cuda_stream_select(1);
-    kda_cuda_gemm_sm_target(wgrad_sms());
+    kda_cuda_gemm_sm_target(cu_env_int("KDA_WGRAD_SMS", 4096));
     return 1;
 }
 
@@ -106,7 +93,7 @@ size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroo
 
 void *cu_scratch(size_t bytes) {
     // one arena, on the backend's own stream: an op that takes it must not run on the second one
-    KDA_CHECK(cu_stream_slot == 0, "cu_scratch on the second stream (cuda_streams.h): the arena is the first's");
+    KDA_CHECK(!cu_on_side_stream(), "cu_scratch on the second stream (cuda_streams.h): the arena is the first's");
     if (bytes <= scratch_size) return scratch_ptr;
     if (scratch_ptr) {
         CU_CHECK(cudaStreamSynchronize(cu_stream)); // queued kernels may still read the old one
