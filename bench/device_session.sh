@@ -111,8 +111,8 @@
 #      config's selective recompute, then none), ncu per-kernel times of that step;
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
-#   o1: the MLP's weight gradients on a second stream (KDA_WGRAD_STREAM=1, 3): bench_overlap_cuda,
-#      the hooks' tests, the 300M step each way;
+#   o1: the MLP's weight gradients on a second stream (KDA_WGRAD_STREAM=1, 3), the cross-entropy's
+#      row kernel too (KDA_CE_STREAM=1): bench_overlap_cuda, the hooks' tests, the 300M step each way;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -925,24 +925,30 @@ g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0023 (build/cud
     KDA_GEMM_EVICT_FIRST=1 KDA_BENCH_ONLY="gate + up" timeout 60 $N/bench_gemm_cuda
     ncu_swiglu_source
     ;;
-o1) # session 33: the weight-gradient GEMMs beside the backward's other ops on a second stream:
-    # bench_overlap_cuda (dW gate+up / down forked beside swiglu_bwd, rmsnorm_bwd, kda_bwd, at SM
-    # targets), the tests of the hooks (test_cuda_ops: fork / join order; test_cuda_step: the step's
-    # bits with the switch on), then the 300M step with gate and up's dW on the second stream
-    # (KDA_WGRAD_STREAM=1), down's too (=3; KDA_WGRAD_SMS: cuBLASLt told to target that many SMs)
-    # against the default
-    timeout 150 $N/test_cuda_ops 2>&1 | grep -E "two streams|FAIL|passed|failed" | tail -6
+o1) # sessions 33-34: work beside the GEMMs on a second stream. bench_overlap_cuda (dW gate+up /
+    # down forked beside swiglu_bwd, rmsnorm_bwd, kda_bwd, at SM targets), the tests of the hooks
+    # (test_cuda_ops: fork / join order, the cross-entropy's rows on the second stream; test_cuda_step:
+    # the step's bits with the switch on), then the 300M step against the default with: gate and
+    # up's dW on the second stream (KDA_WGRAD_STREAM=1), down's too (=3; KDA_WGRAD_SMS: cuBLASLt told
+    # to target that many SMs); the cross-entropy's row kernel beside the head's GEMMs
+    # (KDA_CE_STREAM=1; KDA_CE_GEMM_SMS the same for those GEMMs); both
+    timeout 150 $N/test_cuda_ops 2>&1 | grep -E "two streams|second stream|FAIL|passed|failed" | tail -8
     timeout 150 $N/test_cuda_step 2>&1 | grep -E "second stream|FAIL|passed|failed" | tail -6
     lap "device tests (ops, step)"
     timeout 90 $N/bench_overlap_cuda 65536
     lap "two-stream overlap benchmark"
     for r in 1 2; do
         bench300 $N "300M 32x2048, selective, default" ""
-        KDA_WGRAD_STREAM=1 bench300 $N "300M 32x2048, selective, KDA_WGRAD_STREAM=1" ""
+        [ $r = 1 ] && KDA_WGRAD_STREAM=1 bench300 $N "300M 32x2048, selective, KDA_WGRAD_STREAM=1" ""
         KDA_WGRAD_STREAM=3 bench300 $N "300M 32x2048, selective, KDA_WGRAD_STREAM=3 (down's dW too)" ""
         KDA_WGRAD_STREAM=3 KDA_WGRAD_SMS=116 bench300 $N "300M 32x2048, selective, KDA_WGRAD_STREAM=3 KDA_WGRAD_SMS=116" ""
+        KDA_CE_STREAM=1 bench300 $N "300M 32x2048, selective, KDA_CE_STREAM=1" ""
+        KDA_CE_STREAM=1 KDA_CE_GEMM_SMS=116 bench300 $N "300M 32x2048, selective, KDA_CE_STREAM=1 KDA_CE_GEMM_SMS=116" ""
+        KDA_WGRAD_STREAM=3 KDA_WGRAD_SMS=116 KDA_CE_STREAM=1 KDA_CE_GEMM_SMS=116 \
+            bench300 $N "300M 32x2048, selective, both, SMS=116 each" ""
     done
     KDA_WGRAD_STREAM=3 KDA_WGRAD_SMS=100 bench300 $N "300M 32x2048, selective, KDA_WGRAD_STREAM=3 KDA_WGRAD_SMS=100" ""
+    KDA_CE_STREAM=1 KDA_CE_GEMM_SMS=100 bench300 $N "300M 32x2048, selective, KDA_CE_STREAM=1 KDA_CE_GEMM_SMS=100" ""
     lap "300M steps"
     ;;
 g45) # session 31: where the fused SwiGLU kernels stall (ncu's full set with stall samples: the forward

@@ -186,6 +186,32 @@ static void test_lm_head(int N, int d, int NV) {
         CHECK_REL("  default vs on-chip row kernel: dE", dEk[0], dEk[1], (size_t)NV * d, 2e-3);
         for (int k = 0; k < 3; k++) free(dxk[k]), free(dEk[k]);
     }
+    { // the row kernel on a second stream beside the previous chunk's GEMMs (KDA_CE_STREAM=1, two
+        // buffers in the scratch's bytes): the serial order's bits at the same chunk rows (one
+        // buffer in half the bytes), over many small chunks, so that a missing fork or join shows
+        char mb[16];
+        size_t buf_mb = ((size_t)NV * 2 * 16 + (1 << 20) - 1) >> 20; // >= 16 rows a buffer
+        double lk[2];
+        float *dxk[2], *dEk[2];
+        for (int k = 0; k < 2; k++) {
+            float *dEb_ = d_f32(dE0, (size_t)NV * d);
+            void *dxb_ = d_bf_nan((size_t)N * d);
+            snprintf(mb, sizeof mb, "%zu", buf_mb * (k + 1));
+            env_saved em = env_set("KDA_CE_SCRATCH_MB", mb), es = env_set("KDA_CE_STREAM", k ? "1" : "0");
+            env_saved eg = env_set("KDA_CE_GEMM_SMS", "0");
+            lk[k] = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
+            env_restore(&eg), env_restore(&es), env_restore(&em);
+            dxk[k] = h_of_bf(dxb_, (size_t)N * d), dEk[k] = h_of_f32(dEb_, (size_t)NV * d);
+            CU->free(dEb_), CU->free(dxb_);
+        }
+        T_CHECK(lk[0] == lk[1] && !memcmp(dxk[0], dxk[1], (size_t)N * d * 4) &&
+                    !memcmp(dEk[0], dEk[1], (size_t)NV * d * 4),
+                "lm_head_ce N=%d NV=%d: the row kernel on a second stream (KDA_CE_STREAM=1): the serial order's "
+                "loss, dx and dE bits at the same chunk rows",
+                N, NV);
+        CHECK_REL("  row kernel on a second stream: dx vs CPU", dxk[1], dx_ref, (size_t)N * d, 1e-2);
+        for (int k = 0; k < 2; k++) free(dxk[k]), free(dEk[k]);
+    }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
     CPU->lm_head_logits(x, E, lg_ref, N, d, NV);
