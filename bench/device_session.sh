@@ -111,8 +111,9 @@
 #      config's selective recompute, then none), ncu per-kernel times of that step;
 #   t: a refactor's check: the device tests on both builds (the D3 chunk-GEMM path too), the 300M
 #      step at 32 and 64 x 2048 with their memory plans;
-#   o1: the MLP's weight gradients on a second stream (KDA_WGRAD_STREAM=1, 3), the cross-entropy's
-#      row kernel too (KDA_CE_STREAM=1): bench_overlap_cuda, the hooks' tests, the 300M step each way;
+#   o1 (bench/pending/second-stream): the MLP's weight gradients on a second stream
+#      (KDA_WGRAD_STREAM=1, 3), the cross-entropy's row kernel too (KDA_CE_STREAM=1):
+#      bench_overlap_cuda, the hooks' tests, the 300M step each way;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -925,7 +926,8 @@ g47) # session 32: next-s43 0001-0020 (build/cuda-s43d) and 0001-0023 (build/cud
     KDA_GEMM_EVICT_FIRST=1 KDA_BENCH_ONLY="gate + up" timeout 60 $N/bench_gemm_cuda
     ncu_swiglu_source
     ;;
-o1) # sessions 33-34: work beside the GEMMs on a second stream. bench_overlap_cuda (dW gate+up /
+o1) # sessions 33-34 (a build with bench/pending/second-stream applied; closed in session 34):
+    # work beside the GEMMs on a second stream. bench_overlap_cuda (dW gate+up /
     # down forked beside swiglu_bwd, rmsnorm_bwd, kda_bwd, at SM targets), the tests of the hooks
     # (test_cuda_ops: fork / join order, the cross-entropy's rows on the second stream; test_cuda_step:
     # the step's bits with the switch on), then the 300M step against the default with: gate and

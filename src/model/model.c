@@ -484,11 +484,8 @@ static void recompute_for_bwd(kda_model *m, int l, int B, int T) {
     // the others (w): in layer_bwd's rmsnorm_bwd, gated_rmsnorm_bwd and swiglu_bwd
 }
 
-// dh: the gradient w.r.t. the layer output on entry; returns the buffer that holds the gradient
-// w.r.t. the layer input: dh itself, or spare (free during the layers: the head's input gradient)
-// when the down projection's weight gradient runs on a second queue (ops.h side_begin), which
-// reads dh while the MLP's RMSNorm backward would add into it.
-static void *layer_bwd(kda_model *m, int l, void *dh, void *spare, int B, int T) {
+// dh: gradient w.r.t. the layer output on entry, w.r.t. the layer input on exit.
+static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     const kda_ops *o = m->ops;
     const kda_config *c = &m->cfg;
     const kda_layer_params *p = &m->layer[l];
@@ -510,21 +507,10 @@ static void *layer_bwd(kda_model *m, int l, void *dh, void *spare, int B, int T)
     // up are one GEMM of width 2F each way (their weights and gradients follow each other)
     o->linear_bwd(NULL, 2 * F, WP(p->down_proj), dh, g->dgu, NULL, NULL, N, F, d, 0); // dz, into dgu's gate columns
     o->swiglu_bwd(a->gu, g->dgu, 2 * F, g->dgu, z_out, N, F);                         // dgate over dz, in place
-    // The MLP's weight gradients may run beside the rest of the layer's backward (a second queue,
-    // ops.h side_begin), joined at its end: nothing below touches their inputs (z, x2, dgu; dh,
-    // whose sum moves to spare) or their gradients before side_join.
-    int side_down = o->side_begin && o->side_begin(KDA_SIDE_DW_DOWN);
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
-    if (side_down) o->side_end();
     o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgu, g->dx2, NULL, NULL, N, d, 2 * F, 0);
-    if (side_down) { // the layer's output gradient stays for the down projection's dW
-        o->copy(spare, dh, (size_t)N * d * o->act_bytes);
-        dh = spare;
-    }
     o->rmsnorm_bwd(a->h_mid, SP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
-    int side_gu = o->side_begin && o->side_begin(KDA_SIDE_DW_GATE_UP);
     o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgu, NULL, GP(p->gate_proj), NULL, N, d, 2 * F, 0);
-    if (side_gu) o->side_end();
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
     o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);
@@ -542,8 +528,6 @@ static void *layer_bwd(kda_model *m, int l, void *dh, void *spare, int B, int T)
     o->linear_bwd(NULL, d, WP(p->q_proj), g->dproj, g->dxn, NULL, NULL, N, d, P, 0);
     o->rmsnorm_bwd(a->h_in, SP(p->attn_norm), a->rstd1, g->dxn, dh, GP(p->attn_norm), xn_out, N, d, 1);
     o->linear_bwd(a->xn, d, WP(p->q_proj), g->dproj, NULL, GP(p->q_proj), NULL, N, d, P, 0);
-    if (side_down || side_gu) o->side_join(); // before the next layer rewrites their inputs
-    return dh;
 }
 
 static void param_ready(kda_model *m, int idx) {
@@ -617,17 +601,15 @@ static double model_step(kda_model *m, const int32_t *ids, const int32_t *target
         o->rmsnorm_bwd(m->h_final, SP(m->final_norm), m->rstd_final, m->gs->tmp, m->dh, GP(m->final_norm), NULL, N, d,
                        0);
         if (hook) param_ready(m, m->final_norm);
-        void *dh = m->dh, *spare = m->gs->tmp; // the head's input gradient is consumed: a spare
         for (int l = L - 1; l >= 0; l--) {
-            void *in = layer_bwd(m, l, dh, spare, B, T);
-            if (in != dh) spare = dh, dh = in;
+            layer_bwd(m, l, m->dh, B, T);
             if (hook) {
                 size_t lo, hi;
                 kda_model_layer_range(m, l, &lo, &hi);
                 m->grad_ready(m->grad_ready_user, lo, hi);
             }
         }
-        o->embed_bwd(m->ids_dev, dh, GP(m->embed), N, d);
+        o->embed_bwd(m->ids_dev, m->dh, GP(m->embed), N, d);
         if (hook) param_ready(m, m->embed);
     }
     return loss_sum / (double)valid;

@@ -74,9 +74,6 @@ typedef struct {
     float *dw;      // backward
 } kda_conv_group;
 
-// ops.h side_begin's pieces of work: the MLP's weight gradients, gate and up's and down's
-enum { KDA_SIDE_DW_GATE_UP = 1, KDA_SIDE_DW_DOWN = 2 };
-
 typedef struct kda_ops {
     const char *name; // "cpu" | "cuda"
     int act_bytes;    // bytes per A element
@@ -212,18 +209,6 @@ typedef struct kda_ops {
     // clock_watch(0, out), which fills *out (kda bench; out->samples = 0 where the device cannot
     // say); NULL where the backend has no such device.
     void (*clock_watch)(int start, kda_clock_stats *out);
-
-    // ---- a second queue for independent work (a capability: NULL where every op runs in order) ----
-    // side_begin(what) returns 1 when the backend takes this piece of work (what: a KDA_SIDE_* bit;
-    // CUDA: the bits set in KDA_WGRAD_STREAM, never while the step profile is on): the ops called
-    // until side_end then run on a second queue that starts after everything queued so far; else
-    // 0, and nothing changes. side_join: the first queue waits for everything the second has
-    // queued. Until side_join the caller leaves the buffers the side's ops read or write alone on
-    // the first queue. The results are those of the serial order. Only ops without scratch of the
-    // backend's own may run there (CUDA: linear_bwd's dW without a bias; cu_scratch refuses it).
-    int (*side_begin)(int what);
-    void (*side_end)(void);
-    void (*side_join)(void);
 
     // ---- memory planning (mem_plan.h; NULL: the backend keeps no scratch of its own) ----
     // Scratch memory a training step of shape s takes beyond the model's buffers, computed by the

@@ -1,4 +1,4 @@
-// cuda_bench.h — what the CUDA benchmark programs share (bench_ops_cuda, bench_overlap_cuda): a
+// cuda_bench.h — what the CUDA benchmark programs share (bench_ops_cuda, bench_kda_cuda): a
 // CUDA runtime call's check, the median time of a function by CUDA events, seeded random device
 // data. A benchmark prints numbers; it tests nothing.
 #ifndef KDA_CUDA_BENCH_H

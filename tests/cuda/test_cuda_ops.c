@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_streams.h"
 #include "cuda/cuda_test_util.h"
 #include "conv_one.h"
 #include "gu_pack.h"
@@ -185,32 +184,6 @@ static void test_lm_head(int N, int d, int NV) {
         CHECK_REL("  default vs on-chip row kernel: dx", dxk[0], dxk[1], (size_t)N * d, 2e-3);
         CHECK_REL("  default vs on-chip row kernel: dE", dEk[0], dEk[1], (size_t)NV * d, 2e-3);
         for (int k = 0; k < 3; k++) free(dxk[k]), free(dEk[k]);
-    }
-    { // the row kernel on a second stream beside the previous chunk's GEMMs (KDA_CE_STREAM=1, two
-        // buffers in the scratch's bytes): the serial order's bits at the same chunk rows (one
-        // buffer in half the bytes), over many small chunks, so that a missing fork or join shows
-        char mb[16];
-        size_t buf_mb = ((size_t)NV * 2 * 16 + (1 << 20) - 1) >> 20; // >= 16 rows a buffer
-        double lk[2];
-        float *dxk[2], *dEk[2];
-        for (int k = 0; k < 2; k++) {
-            float *dEb_ = d_f32(dE0, (size_t)NV * d);
-            void *dxb_ = d_bf_nan((size_t)N * d);
-            snprintf(mb, sizeof mb, "%zu", buf_mb * (k + 1));
-            env_saved em = env_set("KDA_CE_SCRATCH_MB", mb), es = env_set("KDA_CE_STREAM", k ? "1" : "0");
-            env_saved eg = env_set("KDA_CE_GEMM_SMS", "0");
-            lk[k] = CU->lm_head_ce(x_, E_, tg_, N, d, NV, gs, dxb_, dEb_, NULL);
-            env_restore(&eg), env_restore(&es), env_restore(&em);
-            dxk[k] = h_of_bf(dxb_, (size_t)N * d), dEk[k] = h_of_f32(dEb_, (size_t)NV * d);
-            CU->free(dEb_), CU->free(dxb_);
-        }
-        T_CHECK(lk[0] == lk[1] && !memcmp(dxk[0], dxk[1], (size_t)N * d * 4) &&
-                    !memcmp(dEk[0], dEk[1], (size_t)NV * d * 4),
-                "lm_head_ce N=%d NV=%d: the row kernel on a second stream (KDA_CE_STREAM=1): the serial order's "
-                "loss, dx and dE bits at the same chunk rows",
-                N, NV);
-        CHECK_REL("  row kernel on a second stream: dx vs CPU", dxk[1], dx_ref, (size_t)N * d, 1e-2);
-        for (int k = 0; k < 2; k++) free(dxk[k]), free(dEk[k]);
     }
 
     float *lg_ref = h_randn((size_t)N * NV, 1);
@@ -462,38 +435,6 @@ static void test_conv_groups(int B, int T, const int C[3], int W, int ld) {
     T_CHECK(same, "conv groups %d,%d,%d (ldx=%d, W=%d) in one call: a call a group's bits", C[0], C[1], C[2], ld, W);
     T_CHECK(ok, "conv groups in one call: nothing written outside the groups' columns of dx");
     CU->free(x_), CU->free(dxa_), CU->free(dxb_), free(xw), free(dxa), free(dxb);
-}
-
-// ---- two streams (cuda_streams.h, bench_overlap_cuda's hooks and ops.h side_begin) ----
-// The first stream makes x by a GEMM into a NaN-poisoned buffer, the second (forked after it,
-// cuBLASLt targeting fewer SMs) accumulates dW += dyᵀ·x onto zeros, and the first copies dW
-// right after the join: the copy equals dyᵀ·x only if the fork made the second stream wait for x
-// (else it reads NaN) and the join made the copy wait for dW (else it reads zeros or part).
-static void test_two_streams(int N, int In, int O, int K) {
-    float *a = h_randn_bf((size_t)N * K, 1.0), *w = h_randn_bf((size_t)In * K, 0.05),
-          *gy = h_randn_bf((size_t)N * O, 1);
-    void *a_ = d_bf(a, (size_t)N * K), *w_ = d_bf(w, (size_t)In * K), *gy_ = d_bf(gy, (size_t)N * O);
-    void *xr_ = d_bf_nan((size_t)N * In), *x_ = d_bf_nan((size_t)N * In);
-    CU->linear_fwd(a_, K, w_, NULL, NULL, xr_, N, K, In); // x as the first stream makes it, for the reference
-    float *x = h_of_bf(xr_, (size_t)N * In), *dW_ref = kda_calloc((size_t)O * In, sizeof(float));
-    CPU->linear_bwd(x, In, NULL, gy, NULL, dW_ref, NULL, N, In, O, 0);
-    float *dW_ = d_f32_nan((size_t)O * In), *snap_ = d_f32_nan((size_t)O * In);
-    CU->zero(dW_, (size_t)O * In * 4);
-    CU->linear_fwd(a_, K, w_, NULL, NULL, x_, N, K, In); // into x_ (NaN until then) on the first stream
-    kda_cuda_stream_fork();
-    kda_cuda_stream_select(1);
-    kda_cuda_gemm_sm_target(64); // a hint: any card takes it
-    CU->linear_bwd(x_, In, NULL, gy_, NULL, dW_, NULL, N, In, O, 0);
-    kda_cuda_gemm_sm_target(0);
-    kda_cuda_stream_select(0);
-    kda_cuda_stream_join();
-    CU->copy(snap_, dW_, (size_t)O * In * 4);
-    float *snap = h_of_f32(snap_, (size_t)O * In);
-    char nm[112];
-    snprintf(nm, sizeof nm, "two streams: x made on the first, dW on the second, copied on the first (N=%d)", N);
-    CHECK_REL(nm, snap, dW_ref, (size_t)O * In, 1e-4);
-    CU->free(a_), CU->free(w_), CU->free(gy_), CU->free(xr_), CU->free(x_), CU->free(dW_), CU->free(snap_);
-    free(a), free(w), free(gy), free(x), free(dW_ref), free(snap);
 }
 
 // ---- SwiGLU ----
@@ -749,7 +690,6 @@ int main(int argc, char **argv) {
     test_conv_fwd_bits(2, 37, (const int[]){24, 40, 16}, 88);
     test_conv_fwd_bits(2, 1, (const int[]){8, 16, 8}, 40);
     test_conv_fwd_bits(1, 65, (const int[]){8, 8, 16}, 32);
-    test_two_streams(16384, 1024, 2048, 4096);
     test_swiglu(97, 1032); // the 16-byte path, and the element-by-element one on the same data
     test_swiglu(61, 37);   // F % 8 != 0: element by element only
     test_optimizer(1000003);

@@ -32,12 +32,8 @@ typedef __nv_bfloat16 bf16;
 // After every kernel launch: catches bad launch configurations at the launch site.
 #define CU_LAUNCHED() CU_CHECK(cudaGetLastError())
 
-// The stream the backend's ops are queued on: its own (created by kda_ops_cuda()), or the second
-// one while a caller has selected it (cuda_streams.h).
+// The stream every op of this backend runs on (created by kda_ops_cuda()).
 extern cudaStream_t cu_stream;
-// Whether cu_stream is the second one now (cuda_streams.h, ops.h side_begin): what needs a buffer
-// per stream (cuBLASLt's workspace) picks it by this.
-bool cu_on_side_stream(void);
 // Device int that kernels set when they meet an out-of-range token id (1: embedding id,
 // 2: target id); checked (and the run stopped with a message) by cu_check_error_flag().
 extern int *cu_err_flag;
@@ -148,20 +144,6 @@ static inline bool cu_env_is(const char *name, const char *val) {
     return e && !strcmp(e, val);
 }
 
-// The whole number in the environment variable `name` (0 when unset or empty); anything else than
-// 0..max stops the run with a message. Read at every call, as cu_env_on.
-static inline int cu_env_int(const char *name, int max) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 0 || n > max) kda_die("%s='%s': give a whole number from 0 to %d", name, v, max);
-    return (int)n;
-}
-// KDA_WGRAD_STREAM: the ops.h KDA_SIDE_* pieces the backend puts on its second stream (a mask; an
-// A/B, 0 by default).
-static inline int cu_wgrad_mask(void) { return cu_env_int("KDA_WGRAD_STREAM", KDA_SIDE_DW_GATE_UP | KDA_SIDE_DW_DOWN); }
-
 // 16 bytes global -> shared without a register round trip (sm_80+); cp_async_wait_all() (this
 // thread's copies done) before the barrier that publishes them to the block.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
@@ -196,7 +178,6 @@ void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out);
 // ---- profile.cu: the step profile (ops.h profile_begin / profile_end) ----
 // cu_prof_push starts a span of the given kda_phase (returns -1 when profiling is off);
 // cu_prof_pop ends it. Spans nest; each counts once, for its own phase.
-bool cu_prof_on(void); // between profile_begin and profile_end
 int cu_prof_push(int phase);
 void cu_prof_pop(int span);
 void cu_prof_gemm_flops(double flops);

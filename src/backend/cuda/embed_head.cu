@@ -12,9 +12,6 @@
 // dE += dlogitsᵀ·x (fp32 accumulate GEMM). The per-row losses are summed on the device in fp64
 // in a fixed order; the host reads back the sum and the count of valid targets (16 bytes).
 #include "backend/cuda/cuda_common.cuh"
-extern "C" {
-#include "backend/cuda/cuda_streams.h"
-}
 
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
@@ -515,37 +512,31 @@ __global__ void __launch_bounds__(SUM_THREADS)
     }
 }
 
-// Whether the row kernels run on a second stream beside the head's GEMMs (cuda_streams.h; an A/B,
-// KDA_CE_STREAM=1; not while the step profile is on, whose spans must not overlap): chunk i's
-// rows beside chunk i-1's dx and dE GEMMs, in two logits buffers that share the scratch.
-// KDA_CE_GEMM_SMS=n has those GEMMs' plans target n SMs, leaving the rest to the row kernel (a
-// cuBLASLt kernel that holds every SM leaves none; 0 or unset: all, the serial order's bits).
-static int ce_buffers(void) { return cu_env_on("KDA_CE_STREAM") && !cu_prof_on() ? 2 : 1; }
-
-// Rows of a logits buffer for N tokens. KDA_CE_SCRATCH_MB sets the buffers' size together
-// (default 1 GiB; read at every call), for measuring its effect (each chunk's dE GEMM reads and
-// writes the fp32 dE once: fewer, larger chunks move fewer bytes) or for fitting a run in less
-// memory.
+// Rows of the logits chunk for N tokens. KDA_CE_SCRATCH_MB sets the chunk's size (default 1 GiB),
+// for measuring its effect (each chunk's dE GEMM reads and writes the fp32 dE once: fewer, larger
+// chunks move fewer bytes) or for fitting a run in less memory.
 static int ce_chunk_rows(int N, int NV) {
-    const char *e = getenv("KDA_CE_SCRATCH_MB");
-    size_t scratch_bytes = e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)CE_SCRATCH_BYTES;
-    size_t per_row = (size_t)NV * sizeof(bf16) * ce_buffers();
+    static size_t scratch_bytes;
+    if (!scratch_bytes) {
+        const char *e = getenv("KDA_CE_SCRATCH_MB");
+        scratch_bytes = e && atol(e) > 0 ? (size_t)atol(e) << 20 : (size_t)CE_SCRATCH_BYTES;
+    }
+    size_t per_row = (size_t)NV * sizeof(bf16);
     size_t rows = scratch_bytes / per_row;
     if (rows >= 64) rows -= rows % 64;
     if (rows < 1) rows = 1;
     return rows > (size_t)N ? N : (int)rows;
 }
 
-// The cross-entropy's scratch: the logits buffers (ce_buffers), per-token losses, the loss sum and
-// count.
+// The cross-entropy's scratch: the logits chunk, per-token losses, the loss sum and count.
 struct ce_scratch {
-    bf16 *logits[2];
+    bf16 *logits;
     float *loss;
     double *sum;
 };
 static size_t ce_layout(int N, int NV, void *base, ce_scratch *o) {
     cu_carve c(base);
-    for (int b = 0; b < ce_buffers(); b++) o->logits[b] = c.take<bf16>((size_t)ce_chunk_rows(N, NV) * NV);
+    o->logits = c.take<bf16>((size_t)ce_chunk_rows(N, NV) * NV);
     o->loss = c.take<float>(N);
     o->sum = c.take<double>(2);
     return c.off;
@@ -556,62 +547,34 @@ size_t cu_lm_head_ce_scratch_bytes(int N, int NV) {
     return N > 0 ? ce_layout(N, NV, NULL, &o) : 0;
 }
 
-// The row kernel over n rows of logits: loss and, with grad, the logits' gradient in place.
-static void ce_rows(bf16 *logits, const int32_t *targets, int n, int NV, float grad_scale, int grad, float *loss) {
-    if (ce_cluster(NV, logits))
-        ce_rows_cluster(logits, targets, n, NV, grad_scale, grad, loss);
-    else if (ce_onchip(NV, logits))
-        ce_rows_onchip_kernel<<<n, CE_THREADS, CE_ONCHIP_SMEM, cu_stream>>>(logits, targets, NV, grad_scale, grad, loss,
-                                                                            cu_err_flag);
-    else
-        ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets, NV, grad_scale, grad, loss, cu_err_flag);
-    CU_LAUNCHED();
-}
-
-// The gradient GEMMs of n rows from n0 whose logits' gradient is in dlogits.
-static void ce_grad_gemms(const bf16 *xb, const void *E, const bf16 *dlogits, int n0, int n, int d, int NV, void *dx,
-                          float *dE) {
-    // dxᵀ[d,n] = E[d,NV]·dlogitsᵀ[NV,n]
-    cu_gemm(0, 0, d, n, NV, E, d, dlogits, NV, (bf16 *)dx + (size_t)n0 * d, d, 0, 1.0f, 0.0f, NULL);
-    // dEᵀ[d,NV] += xᵀ[d,n]·op_T(dlogitsᵀ[NV,n])
-    cu_gemm(0, 1, d, NV, n, xb + (size_t)n0 * d, d, dlogits, NV, dE, d, 1, 1.0f, 1.0f, NULL);
-}
-
 // Everything of the cross-entropy on the stream, the sum and count left in the scratch's sum (and
-// weight · sum added to *acc when acc is set); returns that device pointer. Chunk by chunk: the
-// logits GEMM, the row kernel, the gradient GEMMs; with two buffers (ce_buffers) the row kernel
-// of a chunk runs on the second stream while the first runs the previous chunk's gradient GEMMs
-// (the same ops on the same data in each chunk: the serial order's bits for the same chunk rows).
+// weight · sum added to *acc when acc is set); returns that device pointer.
 static double *ce_launch(const void *x, const void *E, const int32_t *targets, int N, int d, int NV, float grad_scale,
                          void *dx, float *dE, double *acc, double weight) {
-    int chunk = ce_chunk_rows(N, NV), two = dx && ce_buffers() == 2;
+    int chunk = ce_chunk_rows(N, NV);
     ce_scratch s;
     ce_layout(N, NV, cu_scratch(ce_layout(N, NV, NULL, &s)), &s);
+    bf16 *logits = s.logits;
     const bf16 *xb = (const bf16 *)x;
-    if (two) kda_cuda_gemm_sm_target(cu_env_int("KDA_CE_GEMM_SMS", 4096));
-    int prev = -1; // the chunk whose gradient GEMMs are still to queue (two buffers)
-    for (int n0 = 0, i = 0; n0 < N; n0 += chunk, i++) {
+    for (int n0 = 0; n0 < N; n0 += chunk) {
         int n = N - n0 < chunk ? N - n0 : chunk;
-        bf16 *logits = s.logits[two ? i & 1 : 0];
-        // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]; its buffer's last readers, chunk i-2's GEMMs, are queued before
+        // logitsᵀ[NV,n] = op_T(E[d,NV])·xᵀ[d,n]
         cu_gemm(1, 0, NV, n, d, E, d, xb + (size_t)n0 * d, d, logits, NV, 0, 1.0f, 0.0f, NULL);
-        if (!two) {
-            ce_rows(logits, targets + n0, n, NV, grad_scale, dx != NULL, s.loss + n0);
-            if (dx) ce_grad_gemms(xb, E, logits, n0, n, d, NV, dx, dE);
-            continue;
+        if (ce_cluster(NV, logits))
+            ce_rows_cluster(logits, targets + n0, n, NV, grad_scale, dx != NULL, s.loss + n0);
+        else if (ce_onchip(NV, logits))
+            ce_rows_onchip_kernel<<<n, CE_THREADS, CE_ONCHIP_SMEM, cu_stream>>>(logits, targets + n0, NV, grad_scale,
+                                                                                dx != NULL, s.loss + n0, cu_err_flag);
+        else
+            ce_rows_kernel<<<n, CE_THREADS, 0, cu_stream>>>(logits, targets + n0, NV, grad_scale, dx != NULL,
+                                                            s.loss + n0, cu_err_flag);
+        CU_LAUNCHED();
+        if (dx) {
+            // dxᵀ[d,n] = E[d,NV]·dlogitsᵀ[NV,n]
+            cu_gemm(0, 0, d, n, NV, E, d, logits, NV, (bf16 *)dx + (size_t)n0 * d, d, 0, 1.0f, 0.0f, NULL);
+            // dEᵀ[d,NV] += xᵀ[d,n]·op_T(dlogitsᵀ[NV,n])
+            cu_gemm(0, 1, d, NV, n, xb + (size_t)n0 * d, d, logits, NV, dE, d, 1, 1.0f, 1.0f, NULL);
         }
-        kda_cuda_stream_join(); // the previous chunk's rows are done before its GEMMs below
-        kda_cuda_stream_fork(); // this chunk's rows after its logits
-        kda_cuda_stream_select(1);
-        ce_rows(logits, targets + n0, n, NV, grad_scale, 1, s.loss + n0);
-        kda_cuda_stream_select(0);
-        if (prev >= 0) ce_grad_gemms(xb, E, s.logits[(i - 1) & 1], prev, chunk, d, NV, dx, dE);
-        prev = n0;
-    }
-    if (two) {
-        kda_cuda_stream_join();
-        ce_grad_gemms(xb, E, s.logits[((N - 1) / chunk) & 1], prev, N - prev, d, NV, dx, dE);
-        kda_cuda_gemm_sm_target(0);
     }
     ce_loss_sum_kernel<<<1, SUM_THREADS, 0, cu_stream>>>(s.loss, N, s.sum, acc, weight);
     CU_LAUNCHED();

@@ -8,10 +8,6 @@
 // heuristic's other candidates for every plan made so far (`kda bench --gemm-survey`).
 #include "backend/cuda/cuda_common.cuh"
 
-extern "C" {
-#include "backend/cuda/cuda_streams.h"
-}
-
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +24,6 @@ enum { WORKSPACE_BYTES = 32 << 20, MAX_PLANS = 256 };
 
 struct plan_key {
     int ta, tb, m, n, k, lda, ldb, ldc, c_f32, bias;
-    int sms; // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, 0: unset (cuda_streams.h)
     unsigned align_a, align_b, align_c;
 };
 
@@ -42,25 +37,13 @@ struct plan {
 };
 
 static cublasLtHandle_t lt;
-static void *workspaces[2]; // the own stream's, the second's (cu_on_side_stream): concurrent GEMMs never share one
+static void *workspace;
 static plan plans[MAX_PLANS];
 static int n_plans, next_evict;
-static int sm_target; // kda_cuda_gemm_sm_target
-
-void kda_cuda_gemm_sm_target(int sms) { sm_target = sms; }
 
 void cu_gemm_init(void) {
     CUBLAS_CHECK(cublasLtCreate(&lt));
-    CU_CHECK(cudaMalloc(&workspaces[0], WORKSPACE_BYTES));
-    // the second stream's (ops.h side_begin) now too, so that the memory plan meets it in use
-    if (cu_wgrad_mask()) CU_CHECK(cudaMalloc(&workspaces[1], WORKSPACE_BYTES));
-}
-
-// cuBLASLt's workspace for the stream the call is queued on (the second one's made on first use)
-static void *workspace_now(void) {
-    void **w = &workspaces[cu_on_side_stream()];
-    if (!*w) CU_CHECK(cudaMalloc(w, WORKSPACE_BYTES));
-    return *w;
+    CU_CHECK(cudaMalloc(&workspace, WORKSPACE_BYTES));
 }
 
 static unsigned ptr_align(const void *p) {
@@ -119,9 +102,6 @@ static plan *plan_get(const plan_key *key) {
         cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS; // bias type = D type (bf16)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     }
-    if (key->sms > 0)
-        CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &key->sms, sizeof key->sms));
     // stored shapes (column-major): A is m×k (k×m when transposed), B is k×n (n×k)
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, key->ta ? key->k : key->m, key->ta ? key->m : key->k,
                                             key->lda));
@@ -157,7 +137,7 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
     plan_key key;
     memset(&key, 0, sizeof key);
     key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
-    key.c_f32 = c_f32, key.bias = bias != NULL, key.sms = sm_target;
+    key.c_f32 = c_f32, key.bias = bias != NULL;
     unsigned ac = ptr_align(C), aci = ptr_align(Cin);
     key.align_a = ptr_align(A), key.align_b = ptr_align(B), key.align_c = ac < aci ? ac : aci;
     plan *p = plan_get(&key);
@@ -167,7 +147,7 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
     int span = cu_prof_push(KDA_PHASE_GEMM);
     cu_prof_gemm_flops(2.0 * m * n * k);
     CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, Cin, p->lc, C, p->lc, &p->algo,
-                                workspace_now(), WORKSPACE_BYTES, cu_stream));
+                                workspace, WORKSPACE_BYTES, cu_stream));
     cu_prof_pop(span);
 }
 
@@ -183,7 +163,7 @@ static float survey_time(plan *p, const cublasLtMatmulAlgo_t *algo, const void *
     for (int r = 0; r < SURVEY_REPS + 2; r++) {
         if (r == 2) CU_CHECK(cudaEventRecord(e0, cu_stream));
         cublasStatus_t st = cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, algo,
-                                           workspace_now(), WORKSPACE_BYTES, cu_stream);
+                                           workspace, WORKSPACE_BYTES, cu_stream);
         if (st != CUBLAS_STATUS_SUCCESS) return -1.0f;
     }
     CU_CHECK(cudaEventRecord(e1, cu_stream));

@@ -1,7 +1,6 @@
 // ops_cuda.cu — the CUDA backend's table (ops.h), device start-up, memory and scratch.
-// Everything runs on one stream (cu_stream), except what a caller puts on a second one
-// (cuda_streams.h, ops.h side_begin); ops return without waiting except those that hand a
-// number back to the host (lm_head_ce, loss_take, sumsq, to_host, sync).
+// Everything runs on one stream (cu_stream); ops return without waiting except those that
+// hand a number back to the host (lm_head_ce, loss_take, sumsq, to_host, sync).
 #include "backend/cuda/cuda_common.cuh"
 
 #include <stdlib.h>
@@ -9,7 +8,6 @@
 
 extern "C" {
 #include "backend/cuda/cuda_info.h"
-#include "backend/cuda/cuda_streams.h"
 #include "comm/dist.h"
 }
 
@@ -39,61 +37,9 @@ int cu_sm_count(void) {
     return device_attr_once(cudaDevAttrMultiProcessorCount, &sms);
 }
 
-// ---- a second stream (cuda_streams.h) ----
-static cudaStream_t own_stream, side_stream; // own_stream: cu_stream as the backend made it
-static cudaEvent_t ev_fork, ev_join;
-
-static void side_stream_once(void) {
-    if (side_stream) return;
-    KDA_CHECK(own_stream != NULL, "a second stream asked for before the CUDA backend started");
-    CU_CHECK(cudaStreamCreate(&side_stream));
-    CU_CHECK(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
-    CU_CHECK(cudaEventCreateWithFlags(&ev_join, cudaEventDisableTiming));
-}
-
-void kda_cuda_stream_select(int side) {
-    side_stream_once();
-    cu_stream = side ? side_stream : own_stream;
-}
-
-bool cu_on_side_stream(void) { return side_stream && cu_stream == side_stream; }
-
-void kda_cuda_stream_fork(void) {
-    side_stream_once();
-    CU_CHECK(cudaEventRecord(ev_fork, own_stream));
-    CU_CHECK(cudaStreamWaitEvent(side_stream, ev_fork, 0));
-}
-
-void kda_cuda_stream_join(void) {
-    side_stream_once();
-    CU_CHECK(cudaEventRecord(ev_join, side_stream));
-    CU_CHECK(cudaStreamWaitEvent(own_stream, ev_join, 0));
-}
-
-// ops.h side_begin / side_end / side_join on these streams: the pieces whose KDA_SIDE_* bits
-// KDA_WGRAD_STREAM sets (1: gate and up's dW, 2: down's, 3: both; not while the step profile is
-// on, whose spans must not overlap); KDA_WGRAD_SMS=n has cuBLASLt target n SMs there
-// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 or unset: all, the serial order's plans and bits).
-static int cu_side_begin(int what) {
-    if (!(cu_wgrad_mask() & what) || cu_prof_on()) return 0;
-    kda_cuda_stream_fork();
-    kda_cuda_stream_select(1);
-    kda_cuda_gemm_sm_target(cu_env_int("KDA_WGRAD_SMS", 4096));
-    return 1;
-}
-
-static void cu_side_end(void) {
-    kda_cuda_gemm_sm_target(0);
-    kda_cuda_stream_select(0);
-}
-
-static void cu_side_join(void) { kda_cuda_stream_join(); }
-
 size_t cu_scratch_reserve(size_t bytes) { return bytes + bytes / 8; } // headroom: small growth does not reallocate
 
 void *cu_scratch(size_t bytes) {
-    // one arena, on the backend's own stream: an op that takes it must not run on the second one
-    KDA_CHECK(!cu_on_side_stream(), "cu_scratch on the second stream (cuda_streams.h): the arena is the first's");
     if (bytes <= scratch_size) return scratch_ptr;
     if (scratch_ptr) {
         CU_CHECK(cudaStreamSynchronize(cu_stream)); // queued kernels may still read the old one
@@ -272,9 +218,6 @@ static const kda_ops cuda_ops = {
     .gemm_survey = cu_gemm_survey,
     .mem_info = kda_cuda_mem_info,
     .clock_watch = kda_cuda_clock_watch,
-    .side_begin = cu_side_begin,
-    .side_end = cu_side_end,
-    .side_join = cu_side_join,
     .scratch_bytes = cu_scratch_bytes,
     .scratch_held = cu_scratch_held,
 };
@@ -356,7 +299,6 @@ extern "C" const kda_ops *kda_ops_cuda(const char **why) {
                 probed = -1;
             } else {
                 CU_CHECK(cudaStreamCreate(&cu_stream));
-                own_stream = cu_stream;
                 CU_CHECK(cudaMalloc(&cu_err_flag, sizeof(int)));
                 CU_CHECK(cudaMemsetAsync(cu_err_flag, 0, sizeof(int), cu_stream));
                 cu_gemm_init();

@@ -32,8 +32,6 @@ static void ensure_events(int n) {
     }
 }
 
-bool cu_prof_on(void) { return on; }
-
 int cu_prof_push(int phase) {
     if (!on) return -1;
     if (n_spans >= MAX_SPANS || depth >= MAX_DEPTH) {
