@@ -4,10 +4,13 @@
 The reference setup of ../docs (gpu-machine.md): fp32 master weights, bf16 autocast, FLA's fused
 norms / SwiGLU / linear cross-entropy (KDAConfig defaults), fused AdamW (0.9, 0.95, wd 0.01),
 global-norm clip 1.0, eager PyTorch; TF32 allowed (FLA's faster mode). Random token ids, seq 2048.
-Prints one line per micro-batch: ms/step (median), tokens/s, MFU by kda-model.md §7, peak memory.
+Prints one line per micro-batch: ms/step (median), tokens/s, MFU by kda-model.md §7, peak memory,
+and where the driver has the board's energy counter (NVML), joules a step and tokens per joule
+over the timed steps, as `kda bench` prints them.
 Needs torch + triton (present on the GPU machine) and FLA's wheels (carried, see docs/cuda.md).
 """
 import argparse
+import ctypes
 import statistics
 import sys
 import time
@@ -20,6 +23,27 @@ FLOPS_PER_TOKEN = {"300M": 1831993344, "1B": 7079460864}
 SIZES = {"300M": dict(hidden_size=1024, num_hidden_layers=12, num_heads=8, intermediate_size=4096),
          "1B": dict(hidden_size=2048, num_hidden_layers=16, num_heads=16, intermediate_size=8192)}
 PEAK = 989.4e12                    # bf16 dense datasheet peak, H100/H200 SXM
+
+
+def energy_counter():
+    """A function returning the board's energy counter in joules (NVML through ctypes, the GPU
+    that torch uses, matched by PCI bus id), or None where the driver or the board has none."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0".encode()
+        dev, mj = ctypes.c_void_p(), ctypes.c_ulonglong()
+        if nvml.nvmlInit_v2() or nvml.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(dev)):
+            return None
+        read = nvml.nvmlDeviceGetTotalEnergyConsumption
+        if read(dev, ctypes.byref(mj)):
+            return None
+    except (OSError, AttributeError):
+        return None
+
+    def joules():
+        return mj.value / 1e3 if read(dev, ctypes.byref(mj)) == 0 else float("nan")
+    return joules
 
 
 def main():
@@ -47,6 +71,7 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=2e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.01, fused=True)
     print(f"FLA KDAForCausalLM: {n_params} parameters, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"tf32 {'on' if not a.no_tf32 else 'off'}", flush=True)
+    energy = energy_counter()
     for B in [int(x) for x in a.micro.split(",")]:
         torch.cuda.reset_peak_memory_stats()
         ids = torch.randint(0, cfg.vocab_size, (B, a.seq), device="cuda")
@@ -55,6 +80,8 @@ def main():
             for s in range(a.warmup + a.steps):
                 t0 = time.perf_counter()
                 torch.cuda.synchronize()
+                if s == a.warmup and energy:
+                    j0 = energy()
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     loss = model(input_ids=ids, labels=ids).loss
                 loss.backward()
@@ -70,11 +97,14 @@ def main():
         except torch.cuda.OutOfMemoryError:
             print(f"FLA {a.model} micro-batch {B} x {a.seq}: out of memory")
             continue
+        joules = energy() - j0 if energy else 0.0  # the last step ended with a synchronize
         med = statistics.median(times)
         tps = B * a.seq / med
+        used = (f" | {joules / a.steps:.1f} J a step, {B * a.seq * a.steps / joules:.0f} tokens per joule"
+                if joules > 0 else "")
         print(f"FLA {a.model} micro-batch {B} x {a.seq}: {med * 1e3:.1f} ms/step | {tps:.0f} tokens/s | "
               f"MFU {100 * tps * FLOPS_PER_TOKEN[a.model] / PEAK:.1f}% | peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB | "
-              f"loss {loss.item():.4f}", flush=True)
+              f"loss {loss.item():.4f}{used}", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 """The table of bench/step_vs_fla.sh's logs (one or more): kda and FLA per (model, micro-batch), and the ratio.
 
 Reads the `== kda MODEL micro-batch B [(VARIANT)]` headers and `kda bench` lines, and FLA's
-`FLA MODEL micro-batch B x T: ...` lines; prints a markdown table (tokens/s, MFU, peak memory).
+`FLA MODEL micro-batch B x T: ...` lines; prints a markdown table (tokens/s, MFU, peak memory,
+and tokens per joule where either side's log has the board's energy counter).
 A kda row with a variant (e.g. "recompute none") is compared with FLA's row of its size.
 """
 import re
@@ -26,11 +27,17 @@ def parse(lines):
         m = re.search(r"GPU memory in use \(peak\): ([\d.]+) GiB", ln)
         if m and cur:
             rows[cur]["kda_mem"] = float(m.group(1))
+        m = re.search(r"energy through the timed steps: .*\| (\d+) tokens per joule", ln)
+        if m and cur:
+            rows[cur]["kda_tpj"] = float(m.group(1))
         m = re.match(r"FLA (\S+) micro-batch (\d+) x \d+: .*\| (\d+) tokens/s \| MFU ([\d.]+)% \| peak ([\d.]+) GiB", ln)
         if m:
             key = (m.group(1), int(m.group(2)), "")
             rows.setdefault(key, {}).update(fla_tps=float(m.group(3)), fla_mfu=float(m.group(4)),
                                            fla_mem=float(m.group(5)))
+            m = re.search(r"J a step, (\d+) tokens per joule", ln)
+            if m:
+                rows[key]["fla_tpj"] = float(m.group(1))
         elif re.match(r"FLA (\S+) micro-batch (\d+) x \d+: out of memory", ln):
             m = re.match(r"FLA (\S+) micro-batch (\d+)", ln)
             rows.setdefault((m.group(1), int(m.group(2)), ""), {})["fla_oom"] = True
@@ -42,8 +49,10 @@ def main():
     for path in sys.argv[1:]:
         lines += open(path).read().splitlines()
     rows = parse(lines)
-    print("| config, micro-batch x 2048 | kda tokens/s (MFU) | FLA tokens/s (MFU) | kda / FLA | peak memory kda / FLA |")
-    print("|---|---|---|---|---|")
+    energy = any("kda_tpj" in r or "fla_tpj" in r for r in rows.values())
+    print("| config, micro-batch x 2048 | kda tokens/s (MFU) | FLA tokens/s (MFU) | kda / FLA | peak memory kda / FLA |"
+          + (" tokens per joule kda / FLA |" if energy else ""))
+    print("|---|---|---|---|---|" + ("---|" if energy else ""))
     for (model, b, variant), r in rows.items():
         fla = rows.get((model, b, ""), {})
         r = {**{k: v for k, v in fla.items() if k.startswith("fla")}, **r}
@@ -51,7 +60,9 @@ def main():
         f = f"{r['fla_tps'] / 1e3:.1f}k ({r['fla_mfu']:.1f}%)" if "fla_tps" in r else ("OOM" if r.get("fla_oom") else "-")
         ratio = f"{r['kda_tps'] / r['fla_tps']:.2f}" if "kda_tps" in r and "fla_tps" in r else "-"
         mem = f"{r.get('kda_mem', float('nan')):.1f} / {r.get('fla_mem', float('nan')):.1f} GiB"
-        print(f"| {model}, {b}{', ' + variant if variant else ''} | {k} | {f} | {ratio} | {mem} |")
+        tpj = " / ".join(f"{r[s]:.0f}" if s in r else "-" for s in ("kda_tpj", "fla_tpj"))
+        print(f"| {model}, {b}{', ' + variant if variant else ''} | {k} | {f} | {ratio} | {mem} |"
+              + (f" {tpj} |" if energy else ""))
 
 
 if __name__ == "__main__":

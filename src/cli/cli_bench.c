@@ -44,6 +44,9 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
                "slowdown in %.0f%%\n",
                ck->sm_mhz_median, ck->sm_mhz_min, ck->sm_mhz_max, ck->power_w_median, ck->power_w_max,
                ck->power_limit_w, 100 * ck->power_capped, ck->samples, 100 * ck->thermal_or_hw);
+    if (ck->energy_j > 0 && ck->watch_s > 0)
+        printf("  energy through the timed steps: %.1f J a step (%.0f W on average) | %.0f tokens per joule\n",
+               ck->energy_j / steps, ck->energy_j / ck->watch_s, r->B * (double)r->T * steps / ck->energy_j);
     if (r->ms_median_surveyed > 0)
         printf("  step with the surveyed GEMM algorithms %.1f ms (median of %d) | %.0f tokens/s (%+.1f%%)\n",
                r->ms_median_surveyed, steps, r->B * (double)r->T / (r->ms_median_surveyed / 1e3),

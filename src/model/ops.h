@@ -34,13 +34,15 @@ typedef struct {
 } kda_phase_times;
 
 // The GPU's clocks and power while kda bench timed its steps (ops.h clock_watch), from samples
-// every 10 ms; samples == 0: none taken.
+// every 10 ms, and the energy the board used meanwhile; samples == 0: none taken.
 typedef struct {
     int samples;
     double sm_mhz_median, sm_mhz_min, sm_mhz_max; // max: the card's highest SM clock
     double power_w_median, power_w_max, power_limit_w;
     double power_capped;  // fraction of samples with the clock held down by the power cap
     double thermal_or_hw; // fraction with a thermal or hardware slowdown
+    double energy_j;      // the board's energy counter from start to stop (0: no counter)
+    double watch_s;       // seconds from start to stop
 } kda_clock_stats;
 
 // The shapes of one training step of the model (model.c's kda_model_step_shape), for the

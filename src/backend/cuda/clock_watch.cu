@@ -1,5 +1,6 @@
 // clock_watch.cu — cuda_info.h's clock watch: the GPU's SM clock, power draw and clock-limit
-// reasons sampled while kda bench times its steps (ops.h clock_watch). A step whose GEMMs and
+// reasons sampled while kda bench times its steps (ops.h clock_watch), and the board's energy
+// counter read at both ends (joules a step: under the power cap, what a faster step must save). A step whose GEMMs and
 // KDA kernels run 13-15% slower than the same kernels alone may be held back by the board's power
 // cap; this says so without a profiler. Through NVML (the driver's management library: the only
 // source of these counters), opened at run time with dlopen so that kda neither links against it
@@ -30,6 +31,7 @@ static struct {
     nvml_ret (*power)(nvml_dev dev, unsigned *milliwatts);
     nvml_ret (*power_limit)(nvml_dev dev, unsigned *milliwatts);
     nvml_ret (*reasons)(nvml_dev dev, unsigned long long *mask);
+    nvml_ret (*energy)(nvml_dev dev, unsigned long long *millijoules); // since the driver loaded
     nvml_dev dev;
     int state; // 0: not tried, 1: ready, −1: not available
 } nvml;
@@ -48,6 +50,7 @@ static bool nvml_ready(void) {
     *(void **)&nvml.power_limit = dlsym(h, "nvmlDeviceGetEnforcedPowerLimit");
     *(void **)&nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons"); // newer drivers' name
     if (!nvml.reasons) *(void **)&nvml.reasons = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    *(void **)&nvml.energy = dlsym(h, "nvmlDeviceGetTotalEnergyConsumption"); // optional, Volta and later
     if (!nvml.init || !nvml.by_pci || !nvml.clock || !nvml.max_clock || !nvml.power || !nvml.power_limit)
         return false; // without the reasons (optional) the shares of capped samples stay 0
     int d;
@@ -66,6 +69,8 @@ static struct {
     pthread_t thread;
     int run; // read by the sampler, written by the caller: __atomic
     int n, running;
+    unsigned long long mj0; // the energy counter at start (0: none)
+    double t0;              // seconds at start
     unsigned mhz[CW_MAX], mw[CW_MAX];
     unsigned long long why[CW_MAX];
 } cw;
@@ -84,6 +89,19 @@ static void *cw_sample(void *arg) {
     return NULL;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// The board's energy counter in millijoules, 0 where the driver has none for it.
+static unsigned long long energy_mj(void) {
+    unsigned long long mj = 0;
+    if (!nvml.energy || nvml.energy(nvml.dev, &mj) != 0) return 0;
+    return mj;
+}
+
 static int cmp_unsigned(const void *a, const void *b) {
     unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
     return (x > y) - (x < y);
@@ -93,16 +111,21 @@ extern "C" void kda_cuda_clock_watch(int start, kda_clock_stats *out) {
     if (start) {
         if (cw.running || !nvml_ready()) return;
         cw.n = 0;
+        cw.mj0 = energy_mj(), cw.t0 = now_s();
         __atomic_store_n(&cw.run, 1, __ATOMIC_RELEASE);
         cw.running = pthread_create(&cw.thread, NULL, cw_sample, NULL) == 0;
         return;
     }
     if (out) memset(out, 0, sizeof *out);
     if (!cw.running) return;
+    unsigned long long mj1 = energy_mj();
+    double t1 = now_s();
     __atomic_store_n(&cw.run, 0, __ATOMIC_RELEASE);
     pthread_join(cw.thread, NULL);
     cw.running = 0;
     if (!out || !cw.n) return;
+    if (cw.mj0 && mj1 > cw.mj0) out->energy_j = (double)(mj1 - cw.mj0) / 1e3;
+    out->watch_s = t1 - cw.t0;
     int n = cw.n, capped = 0, slowed = 0;
     for (int i = 0; i < n; i++) {
         capped += (cw.why[i] & NVML_REASON_SW_POWER_CAP) != 0;
