@@ -1,11 +1,11 @@
 // clock_watch.cu — cuda_info.h's clock watch: the GPU's SM clock, power draw and clock-limit
 // reasons sampled while kda bench times its steps (ops.h clock_watch), and the board's energy
-// counter read at both ends (joules a step: under the power cap, what a faster step must save). A step whose GEMMs and
-// KDA kernels run 13-15% slower than the same kernels alone may be held back by the board's power
-// cap; this says so without a profiler. Through NVML (the driver's management library: the only
-// source of these counters), opened at run time with dlopen so that kda neither links against it
-// nor needs it: where it is missing or fails, the watch reports nothing. One sampling thread,
-// every 10 ms, up to CW_MAX samples.
+// counter read at both ends (joules a step: under the power cap, what a faster step must save). A
+// step whose GEMMs and KDA kernels run 13-15% slower than the same kernels alone may be held back
+// by the board's power cap; this says so without a profiler. Through NVML (the driver's management
+// library: the only source of these counters), opened at run time with dlopen so that kda neither
+// links against it nor needs it: where it is missing or fails, the watch reports nothing. One
+// sampling thread, every 10 ms, up to CW_MAX samples.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
