@@ -114,6 +114,7 @@
 #   o1 (bench/pending/second-stream): the MLP's weight gradients on a second stream
 #      (KDA_WGRAD_STREAM=1, 3), the cross-entropy's row kernel too (KDA_CE_STREAM=1):
 #      bench_overlap_cuda, the hooks' tests, the 300M step each way;
+#   e1: the 300M step's joules (kda bench's energy line) with the settings that change its work;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -140,7 +141,7 @@ bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ..
     local bin=$1; [ -d "$bin" ] && bin=$bin/kda
     echo "== $2"
     timeout 120 "$bin" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-        --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|memory"
+        --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|energy|memory"
 }
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     fla_wheels_install
@@ -734,6 +735,17 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call, at the i
     STEP_SPECS=${STEP_SPECS:-300M_16 300M_32 1B_16} STEPS=5 timeout 585 bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA step table"
     triton_cache_save "$OUTDIR"
+    ;;
+e1) # session 34: the step is held by the 700 W cap, so a faster step is one that needs fewer
+    # joules. kda bench's energy line (NVML's counter over the timed steps) for what changes the
+    # work of a 300M step: the default twice, no recompute, the cross-entropy's chunk at 2 GiB,
+    # micro-batches 16 and 64 (joules a token compare across them)
+    for r in 1 2; do bench300 $N "300M 32x2048, selective, default" ""; done
+    bench300 $N "300M 32x2048, no recompute" "recompute_granularity=null"
+    KDA_CE_SCRATCH_MB=2048 bench300 $N "300M 32x2048, selective, KDA_CE_SCRATCH_MB=2048" ""
+    bench300 $N "300M 16x2048, selective" "micro_batch_size=16 global_batch_size=16"
+    bench300 $N "300M 64x2048, selective" "micro_batch_size=64 global_batch_size=64"
+    lap "the 300M step's energy"
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
