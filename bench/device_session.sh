@@ -136,12 +136,12 @@ echo "device_session $1: $(date -u '+%F %H:%M UTC'); $(cat $N/BUILD_INFO 2>/dev/
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 t0=$SECONDS
 lap() { echo "--- $1 done at $((SECONDS - t0)) s"; }
-bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ...)
+bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ...); STEPS: timed steps (4)
     local extra=(); for kv in ${3:-}; do extra+=(--set "$kv"); done
     local bin=$1; [ -d "$bin" ] && bin=$bin/kda
     echo "== $2"
     timeout 120 "$bin" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
-        --steps 4 --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|energy|memory"
+        --steps "${STEPS:-4}" --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|energy|memory"
 }
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     fla_wheels_install
@@ -739,7 +739,9 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call, at the i
 e1) # session 34: the step is held by the 700 W cap, so a faster step is one that needs fewer
     # joules. kda bench's energy line (NVML's counter over the timed steps) for what changes the
     # work of a 300M step: the default twice, no recompute, the cross-entropy's chunk at 2 GiB,
-    # micro-batches 16 and 64 (joules a token compare across them)
+    # micro-batches 16 and 64 (joules a token compare across them). 20 timed steps each: NVML's
+    # counter moves every 20-100 ms, so a window of a few steps would be off by several percent
+    export STEPS=20
     for r in 1 2; do bench300 $N "300M 32x2048, selective, default" ""; done
     bench300 $N "300M 32x2048, no recompute" "recompute_granularity=null"
     KDA_CE_SCRATCH_MB=2048 bench300 $N "300M 32x2048, selective, KDA_CE_SCRATCH_MB=2048" ""

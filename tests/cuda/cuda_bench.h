@@ -38,8 +38,8 @@ static inline void ck(cudaError_t e, const char *what) {
 typedef void (*bench_fn)(void *ctx);
 
 // median over ROUNDS of the mean time of REPS calls of f(ctx), in ms (after WARM calls); the ops
-// run on the backend's streams, blocking streams, so events on the legacy default stream order
-// with them (CU->sync waits for the backend's own stream: a second one joins it first)
+// run on the backend's stream, a blocking stream, so events on the legacy default stream order
+// with them
 static inline double time_ms(bench_fn f, void *ctx) {
     cudaEvent_t e0, e1;
     ck(cudaEventCreate(&e0), "event"), ck(cudaEventCreate(&e1), "event");
