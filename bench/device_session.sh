@@ -741,8 +741,9 @@ f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call, at the i
 e1) # session 34: the step is held by the 700 W cap, so a faster step is one that needs fewer
     # joules. kda bench's energy line (NVML's counter over the timed steps) for what changes the
     # work of a 300M step: the default twice, no recompute, the cross-entropy's chunk at 2 GiB,
-    # micro-batches 16 and 64 (joules a token compare across them). 20 timed steps each: NVML's
-    # counter moves every 20-100 ms, so a window of a few steps would be off by several percent
+    # micro-batches 16 and 64 (joules a token compare across them); then cuBLASLt's fastest
+    # candidates timed alone, in the step under the cap (session 14, H200: +0.9%). 20 timed
+    # steps each: NVML's counter moves every 20-100 ms, so a few steps would be off by percents
     export STEPS=20
     for r in 1 2; do bench300 $N "300M 32x2048, selective, default" ""; done
     bench300 $N "300M 32x2048, no recompute" "recompute_granularity=null"
@@ -750,6 +751,10 @@ e1) # session 34: the step is held by the 700 W cap, so a faster step is one tha
     bench300 $N "300M 16x2048, selective" "micro_batch_size=16 global_batch_size=16"
     bench300 $N "300M 64x2048, selective" "micro_batch_size=64 global_batch_size=64"
     lap "the 300M step's energy"
+    echo "== 300M 32x2048, selective, cuBLASLt's fastest candidates alone (--gemm-survey), then the steps with them"
+    timeout 240 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+        --steps 20 --warmup 1 --gemm-survey | grep -E "step |GEMM survey: [0-9]|surveyed|energy"
+    lap "GEMM survey"
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
