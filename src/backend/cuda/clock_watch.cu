@@ -89,12 +89,6 @@ static void *cw_sample(void *arg) {
     return NULL;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 // The board's energy counter in millijoules, 0 where the driver has none for it.
 static unsigned long long energy_mj(void) {
     unsigned long long mj = 0;
@@ -111,7 +105,7 @@ extern "C" void kda_cuda_clock_watch(int start, kda_clock_stats *out) {
     if (start) {
         if (cw.running || !nvml_ready()) return;
         cw.n = 0;
-        cw.mj0 = energy_mj(), cw.t0 = now_s();
+        cw.mj0 = energy_mj(), cw.t0 = kda_now();
         __atomic_store_n(&cw.run, 1, __ATOMIC_RELEASE);
         cw.running = pthread_create(&cw.thread, NULL, cw_sample, NULL) == 0;
         return;
@@ -119,7 +113,7 @@ extern "C" void kda_cuda_clock_watch(int start, kda_clock_stats *out) {
     if (out) memset(out, 0, sizeof *out);
     if (!cw.running) return;
     unsigned long long mj1 = energy_mj();
-    double t1 = now_s();
+    double t1 = kda_now();
     __atomic_store_n(&cw.run, 0, __ATOMIC_RELEASE);
     pthread_join(cw.thread, NULL);
     cw.running = 0;
