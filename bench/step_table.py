@@ -59,7 +59,7 @@ def main():
         k = f"{r['kda_tps'] / 1e3:.1f}k ({r.get('kda_mfu', 0):.1f}%)" if "kda_tps" in r else "-"
         f = f"{r['fla_tps'] / 1e3:.1f}k ({r['fla_mfu']:.1f}%)" if "fla_tps" in r else ("OOM" if r.get("fla_oom") else "-")
         ratio = f"{r['kda_tps'] / r['fla_tps']:.2f}" if "kda_tps" in r and "fla_tps" in r else "-"
-        mem = f"{r.get('kda_mem', float('nan')):.1f} / {r.get('fla_mem', float('nan')):.1f} GiB"
+        mem = " / ".join(f"{r[s]:.1f}" if s in r else "-" for s in ("kda_mem", "fla_mem")) + " GiB"
         tpj = " / ".join(f"{r[s]:.0f}" if s in r else "-" for s in ("kda_tpj", "fla_tpj"))
         print(f"| {model}, {b}{', ' + variant if variant else ''} | {k} | {f} | {ratio} | {mem} |"
               + (f" {tpj} |" if energy else ""))

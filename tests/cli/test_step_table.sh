@@ -23,6 +23,10 @@ grep -qF "| 300M, 32 | 251.6k (46.6%) | 165.7k (30.7%) | 1.52 | 29.3 / 47.1 GiB 
   ok "300M row: both sides' tokens per joule" || bad "300M row: $out"
 grep -qF "| 1B, 16 | 71.3k (51.0%) | 55.4k (39.6%) | 1.29 | 50.1 / 67.8 GiB | - / - |" <<< "$out" &&
   ok "1B row without counters: '-' each side" || bad "1B row: $out"
+grep -v "^FLA 1B" "$TMP/with.txt" > "$TMP/no_fla_1b.txt" # a call cut before FLA's 1B
+out=$(python3 bench/step_table.py "$TMP/no_fla_1b.txt")
+grep -qF "| 1B, 16 | 71.3k (51.0%) | - | - | 50.1 / - GiB | - / - |" <<< "$out" &&
+  ok "1B row without FLA's side: '-' for its memory" || bad "1B row without FLA: $out"
 grep -v "energy through" "$TMP/with.txt" | sed 's/ | [0-9.]* J a step.*//' > "$TMP/without.txt"
 out=$(python3 bench/step_table.py "$TMP/without.txt")
 grep -qF "| 300M, 32 | 251.6k (46.6%) | 165.7k (30.7%) | 1.52 | 29.3 / 47.1 GiB |" <<< "$out" &&
