@@ -760,7 +760,8 @@ e1) # session 34: the step is held by the 700 W cap, so a faster step is one tha
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
     fla_env
-    STEP_SPECS=1B_16 FLA_MODELS=1B STEPS=5 timeout 585 bash bench/step_vs_fla.sh > /dev/null 2>&1
+    # (10 timed steps, F1_S: as f1)
+    STEP_SPECS=1B_16 FLA_MODELS=1B STEPS=10 timeout "${F1_S:-585}" bash bench/step_vs_fla.sh > /dev/null 2>&1
     grep -vE "^$" "$OUTDIR/step_vs_fla.txt" | grep -E "==|step |phase|GEMMs|peak|^FLA|\|"; lap "kda and FLA 1B step"
     triton_cache_save "$OUTDIR"
     ;;
