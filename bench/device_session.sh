@@ -757,6 +757,16 @@ e1) # session 34: the step is held by the 700 W cap, so a faster step is one tha
         --steps 20 --warmup 1 --gemm-survey | grep -E "step |GEMM survey: [0-9]|surveyed|energy"
     lap "GEMM survey"
     ;;
+r1) # deliverable 3's bound (selective recompute <= 3% of the step's speed): the configs' default
+    # selective set against no recompute at 300M 32 x 2048, alternating, 20 timed steps each
+    # (session 35's H100: 3.7%)
+    export STEPS=20
+    for r in 1 2; do
+        bench300 $N "300M 32x2048, selective (default set), round $r" ""
+        bench300 $N "300M 32x2048, no recompute, round $r" "recompute_granularity=null"
+    done
+    lap "selective against none"
+    ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
     fla_env
