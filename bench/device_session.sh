@@ -767,6 +767,31 @@ r1) # deliverable 3's bound (selective recompute <= 3% of the step's speed): the
     done
     lap "selective against none"
     ;;
+m1) # session 35: dgu over gu, z over dz (1 GiB less at selective, 0.5 without recompute) and the
+    # default selective set without o_proj: the device tests (ops: swiglu_bwd in place; step: every
+    # recompute mode's bits), the new default against the set with o_proj and none (alternating),
+    # then the peaks tests/test_mem_plan.c's table compares with the plan
+    tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
+    export STEPS=10
+    for r in 1 2; do
+        bench300 $N "300M 32x2048, selective (new default set), round $r" ""
+        bench300 $N "300M 32x2048, selective with o_proj (the old default set), round $r" \
+            "recompute_modules=[layernorm,conv,swiglu,gated_norm,core_prep,kda_gates,o_proj]"
+        bench300 $N "300M 32x2048, no recompute, round $r" "recompute_granularity=null"
+    done
+    lap "the new default set against the old and none"
+    export STEPS=2
+    bench300 $N "300M 16x2048, no recompute" "recompute_granularity=null micro_batch_size=16 global_batch_size=16"
+    bench300 $N "300M 32x2048, full" "recompute_granularity=full"
+    bench300 $N "300M 32x2048, selective [layernorm,conv,swiglu,gated_norm,core_prep]" \
+        "recompute_modules=[layernorm,conv,swiglu,gated_norm,core_prep]"
+    for set in "recompute_granularity=null" "recompute_modules=[layernorm,conv,swiglu,gated_norm]"; do
+        echo "== 1B 16x2048, $set"
+        timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 --set global_batch_size=16 \
+            --set "$set" --steps 2 --warmup 1 | grep -E "step |memory"
+    done
+    lap "the memory table's peaks"
+    ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
     fla_env

@@ -400,9 +400,13 @@ static void test_swiglu(void) {
     for (int r = 0; r < N; r++) memcpy(dzw + (size_t)r * ld, dz + (size_t)r * F, F * sizeof(float));
     O->swiglu_bwd(gu, dzw, ld, dgu, zb, N, F);
     T_CHECK(!memcmp(zb, z, n * sizeof(float)), "swiglu bwd: its z has the forward's bits");
-    float *io = gu_pack(dz, z, N, F); // dgate over dz, in place (the up half overwritten)
-    O->swiglu_bwd(gu, io, 2 * F, io, NULL, N, F);
-    T_CHECK(!memcmp(io, dgu, 2 * n * sizeof(float)), "swiglu bwd in place (dz in dgu's gate columns): the same bits");
+    // in place, as the model calls it: dgu over gu, z over dz (rows F apart)
+    float *io = gu_pack(g, u, N, F), *io_dz = kda_malloc(n * sizeof(float));
+    memcpy(io_dz, dz, n * sizeof(float));
+    O->swiglu_bwd(io, io_dz, F, io, io_dz, N, F);
+    T_CHECK(!memcmp(io, dgu, 2 * n * sizeof(float)) && !memcmp(io_dz, z, n * sizeof(float)),
+            "swiglu bwd in place (dgu over gu, z over dz): the same bits");
+    free(io_dz);
     float *dg = half_of(dgu, 0, N, F), *du = half_of(dgu, 1, N, F);
     size_t sz[] = {n, n};
     double *dzd = to_d(dz, n);

@@ -77,7 +77,7 @@ typedef struct {
     // Megatron's keys: recompute_granularity "" (none) | "selective" (recompute recompute_modules
     // in the backward) | "full" (keep each layer's input only; rerun the layer's forward before
     // its backward). Same numbers, less activation memory. Modules: kda_recompute_modules below;
-    // default for selective: layernorm, conv, swiglu, gated_norm, core_prep, kda_gates, o_proj.
+    // default for selective: layernorm, conv, swiglu, gated_norm, core_prep, kda_gates.
     char recompute_granularity[16];
     char recompute_modules[KDA_MAX_PATHS][16];
     int n_recompute_modules;

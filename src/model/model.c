@@ -32,9 +32,10 @@ struct kda_layer_acts {
 
 // gradient scratch shared by all layers of one model
 struct kda_grad_scratch {
-    // dgu [N,2F] = (dgate | dup); its gate columns hold dz (the down_proj's input gradient) first:
-    // swiglu_bwd turns it into dgate in place
-    void *dgu, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *tmp;
+    // dz [N,F]: the down_proj's input gradient; swiglu_bwd writes (dgate | dup) over the layer's gu
+    // in place, and where the backward rewrites z (bwd_rewrites.z) z over dz; with that, the
+    // forward's z lives here too (the scratch is free until the backward)
+    void *dz, *dx2, *dy, *d_o, *du, *dxn, *dq, *dk, *dv, *df, *tmp;
     void *dproj; // [N,P] the gradient of acts' proj
 };
 
@@ -76,10 +77,10 @@ enum {
     RC_O_PROJ = 128,
     RC_CORE_PREP = 256,
     RC_FULL = 512,
-    // recompute_modules' default: the set that fits 300M x 32 x 2048 in 30 GiB on an H200 at 2%
-    // of the step's speed (bench/RESULTS.md, session 17); without in_proj (a further 1.5 GiB for
-    // 2% more)
-    KDA_RC_DEFAULT = RC_LAYERNORM | RC_CONV | RC_SWIGLU | RC_GATED_NORM | RC_CORE_PREP | RC_GATES | RC_O_PROJ
+    // recompute_modules' default: the cheapest set that fits 300M x 32 x 2048 in 30 GiB (29.11 GiB
+    // planned + ~0.55 in use before); o_proj (1.37 GiB, a GEMM a layer) left out since session 35's
+    // dgu over gu and z over dz saved 1 GiB (bench/RESULTS.md)
+    KDA_RC_DEFAULT = RC_LAYERNORM | RC_CONV | RC_SWIGLU | RC_GATED_NORM | RC_CORE_PREP | RC_GATES
 };
 _Static_assert(RC_FULL == 1 << KDA_N_RECOMPUTE_MODULES, "one RC_ bit per entry of kda_recompute_modules");
 static int recompute_mask(const kda_config *c);
@@ -210,7 +211,7 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(rstd2, F32S(z, &mm->acts_layers, N));
     ACT(x2, ACTS(z, &mm->acts_layers, N * d));
     ACT(gu, ACTS(z, &mm->acts_layers, N * 2 * F));
-    ACT(z, ACTS(z, &mm->acts_layers, N * F));
+    if (!rewrites_in_bwd(rc).z) ACT(z, ACTS(z, &mm->acts_layers, N * F)); // else the gradient scratch's dz
 #undef ACT
 }
 
@@ -260,7 +261,9 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     // gradient scratch (one set, reused by every layer)
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
     size_t *p = &mm->grad_scratch;
-    g->dgu = ACTS(z, p, N * 2 * F);
+    g->dz = ACTS(z, p, N * F);
+    if (m && rewrites_in_bwd(recompute_mask(c)).z)
+        for (int l = 0; l < L; l++) m->acts[l].z = g->dz;
     g->dx2 = ACTS(z, p, N * d);
     g->dy = ACTS(z, p, N * Dv);
     g->d_o = ACTS(z, p, N * Dv);
@@ -348,7 +351,7 @@ void kda_model_free(kda_model *m) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         void **p = (void **)&m->acts[l], **first = (void **)&m->acts[0];
         for (size_t i = 0; i < sizeof(kda_layer_acts) / sizeof(void *); i++)
-            if (l == 0 || p[i] != first[i]) o->free(p[i]); // shared (recomputed) buffers once
+            if ((l == 0 || p[i] != first[i]) && p[i] != m->gs->dz) o->free(p[i]); // shared buffers once
     }
     void **g = (void **)m->gs;
     for (size_t i = 0; i < sizeof(*m->gs) / sizeof(void *); i++) o->free(g[i]);
@@ -504,13 +507,15 @@ static void layer_bwd(kda_model *m, int l, void *dh, int B, int T) {
     kda_grad_scratch *g = m->gs;
 
     // MLP sublayer: h_out = h_mid + down(swiglu(gate(x2), up(x2))), x2 = rmsnorm(h_mid); gate and
-    // up are one GEMM of width 2F each way (their weights and gradients follow each other)
-    o->linear_bwd(NULL, 2 * F, WP(p->down_proj), dh, g->dgu, NULL, NULL, N, F, d, 0); // dz, into dgu's gate columns
-    o->swiglu_bwd(a->gu, g->dgu, 2 * F, g->dgu, z_out, N, F);                         // dgate over dz, in place
+    // up are one GEMM of width 2F each way (their weights and gradients follow each other); their
+    // gradient dgu overwrites gu, which nothing reads after swiglu_bwd
+    void *dgu = a->gu;
+    o->linear_bwd(NULL, F, WP(p->down_proj), dh, g->dz, NULL, NULL, N, F, d, 0); // dz
+    o->swiglu_bwd(a->gu, g->dz, F, dgu, z_out, N, F); // z_out: a->z == g->dz, z over dz in place
     o->linear_bwd(a->z, F, WP(p->down_proj), dh, NULL, GP(p->down_proj), NULL, N, F, d, 0);
-    o->linear_bwd(NULL, d, WP(p->gate_proj), g->dgu, g->dx2, NULL, NULL, N, d, 2 * F, 0);
+    o->linear_bwd(NULL, d, WP(p->gate_proj), dgu, g->dx2, NULL, NULL, N, d, 2 * F, 0);
     o->rmsnorm_bwd(a->h_mid, SP(p->mlp_norm), a->rstd2, g->dx2, dh, GP(p->mlp_norm), x2_out, N, d, 1);
-    o->linear_bwd(a->x2, d, WP(p->gate_proj), g->dgu, NULL, GP(p->gate_proj), NULL, N, d, 2 * F, 0);
+    o->linear_bwd(a->x2, d, WP(p->gate_proj), dgu, NULL, GP(p->gate_proj), NULL, N, d, 2 * F, 0);
 
     // attention sublayer: h_mid = h_in + o_proj(gated_norm(core(...), u))
     o->linear_bwd(NULL, Dv, WP(p->o_proj), dh, g->dy, NULL, NULL, N, Dv, d, 0);

@@ -174,9 +174,9 @@ typedef struct kda_ops {
     // gu [N,2F]: gate in columns [0,F) of each row, up in [F,2F) (one GEMM writes both: model.c);
     // z [N,F] = silu(gate)·up
     void (*swiglu_fwd)(const void *gu, void *z, int N, int F);
-    // dgu [N,2F] = (dgate | dup) written; dz [N,F] with rows lddz apart (lddz >= F). dz may be dgu
-    // with lddz = 2F (in place: dgu's gate columns hold dz on entry). z (may be NULL): the forward's
-    // product, the bits swiglu_fwd writes
+    // dgu [N,2F] = (dgate | dup) written; dz [N,F] with rows lddz apart (lddz >= F). In place: dgu
+    // may be gu, and z may be dz where lddz = F (each element is read before it is written). z (may
+    // be NULL): the forward's product, the bits swiglu_fwd writes
     void (*swiglu_bwd)(const void *gu, const void *dz, int lddz, void *dgu, void *z, int N, int F);
 
     // ---- optimizer ----

@@ -460,13 +460,13 @@ static void test_swiglu(int N, int F) {
     CU->swiglu_bwd(gu_, dzw_, (int)ld, dgu_, zb_, N, F);
     float *zb = h_of_bf(zb_, n), *dgu2 = h_of_bf(dgu_, n2);
     T_CHECK(!memcmp(zb, z, n * 4) && !memcmp(dgu2, dgu, n2 * 4), "swiglu_bwd %dx%d: its z has swiglu_fwd's bits", N, F);
-    { // dz in dgu's gate columns, in place: the same bits
-        float *io = gu_pack(dz, g, N, F);
-        void *io_ = d_bf(io, n2);
-        CU->swiglu_bwd(gu_, io_, 2 * F, io_, NULL, N, F);
-        float *got = h_of_bf(io_, n2);
-        T_CHECK(!memcmp(got, dgu, n2 * 4), "swiglu_bwd %dx%d in place (dz in dgu's gate columns): the same bits", N, F);
-        CU->free(io_), free(io), free(got);
+    { // in place, as the model calls it: dgu over gu, z over dz (rows F apart): the same bits
+        void *io_ = d_bf(gu, n2), *iz_ = d_bf(dz, n);
+        CU->swiglu_bwd(io_, iz_, F, io_, iz_, N, F);
+        float *got = h_of_bf(io_, n2), *gz = h_of_bf(iz_, n);
+        T_CHECK(!memcmp(got, dgu, n2 * 4) && !memcmp(gz, z, n * 4),
+                "swiglu_bwd %dx%d in place (dgu over gu, z over dz): the same bits", N, F);
+        CU->free(io_), CU->free(iz_), free(got), free(gz);
     }
     { // every buffer one element off 16-byte alignment: the element-by-element path
         void *gu1_ = d_bf_nan(n2 + 1), *dz1_ = d_bf_nan(N * ld + 1), *z1_ = d_bf_nan(n + 1), *dgu1_ = d_bf_nan(n2 + 1);

@@ -304,8 +304,7 @@ static void conv_silu_fwd1(const void *x_, int ldx, const float *w, void *y_, in
 }
 
 static void cpu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W) {
-    for (int i = 0; i < ng; i++)
-        conv_silu_fwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].y, B, T, g[i].C, W);
+    for (int i = 0; i < ng; i++) conv_silu_fwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].y, B, T, g[i].C, W);
 }
 
 static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float *w, void *y_, int B, int T, int C,
@@ -337,8 +336,8 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float
     }
 }
 
-static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
-                           int T, int C, int W) {
+static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B, int T,
+                           int C, int W) {
     const float *x = x_, *dy = dy_;
     float *dx = dx_;
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
@@ -415,11 +414,11 @@ static void cpu_swiglu_bwd(const void *gu_, const void *dz_, int lddz, void *dgu
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F, *u = g + F, *dz = dzs + (size_t)n * lddz;
         float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
-        for (int j = 0; j < F; j++) {
-            float s = sigmoidf(g[j]), gz = dz[j]; // read before dg[j] is written (dz may be dg)
-            dg[j] = gz * u[j] * s * (1.0f + g[j] * (1.0f - s));
-            du[j] = gz * g[j] * s;
-            if (z) z[(size_t)n * F + j] = swiglu_out(g[j], u[j]);
+        for (int j = 0; j < F; j++) { // read before written: dg may be g, z may be dz (ops.h)
+            float gj = g[j], uj = u[j], gz = dz[j], s = sigmoidf(gj);
+            dg[j] = gz * uj * s * (1.0f + gj * (1.0f - s));
+            du[j] = gz * gj * s;
+            if (z) z[(size_t)n * F + j] = swiglu_out(gj, uj);
         }
     }
 }

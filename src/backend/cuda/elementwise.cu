@@ -46,10 +46,10 @@ __global__ void swiglu_fwd_kernel(const bf16 *__restrict__ gu, bf16 *__restrict_
 
 // dgu = (dgate | dup) [N,2F]; dz [N,F] rows lddz apart. z (may be NULL): the forward's product,
 // rewritten from the gate and up read here anyway (selective recompute of swiglu fused into its
-// backward), the bits swiglu_fwd_kernel writes. dz may be dgu (in place: each thread reads its
-// elements of dz before it writes them to dgate), so neither is __restrict__.
-__global__ void swiglu_bwd_kernel(const bf16 *__restrict__ gu, const bf16 *dz, int lddz, bf16 *dgu,
-                                  bf16 *__restrict__ z, size_t n, int F, bool vec) {
+// backward), the bits swiglu_fwd_kernel writes. In place (ops.h): dgu may be gu and z may be dz,
+// so none is __restrict__; each thread reads its elements before it writes them.
+__global__ void swiglu_bwd_kernel(const bf16 *gu, const bf16 *dz, int lddz, bf16 *dgu, bf16 *z, size_t n, int F,
+                                  bool vec) {
     if (vec) {
         GRID_STRIDE(i, n / 8) {
             size_t e = 8 * i, row = e / F, col = e - row * F, at = row * 2 * F + col;
