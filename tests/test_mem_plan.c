@@ -141,15 +141,17 @@ static void cuda_estimates(void) {
         double state, acts, peak; // GiB, as logged
         const char *log;
     } runs[] = {
-        {"configs/kda-300M.yaml", "", NULL, 16, 5.09, 18.89, 25.69, "device/2026-12-06_s26_s30_session_s30.txt"},
-        {"configs/kda-300M.yaml", "", NULL, 32, 5.09, 37.78, 44.56, "device/2026-12-06_s26_s30_session_s30.txt"},
-        {"configs/kda-300M.yaml", "selective", NULL, 32, 5.09, 22.37, 29.31, "device/2026-12-06_s26_s30_session_s30.txt"},
-        {"configs/kda-300M.yaml", "selective", "[layernorm,conv,swiglu,gated_norm,core_prep]", 32, 5.09, 24.78, 31.71,
-         "device/2026-12-06_s26_s30_session_s30.txt"},
-        {"configs/kda-300M.yaml", "full", NULL, 32, 5.09, 6.57, 13.34, "device/2026-12-06_s26_s30_session_s30.txt"},
-        {"configs/kda-1B.yaml", "", NULL, 16, 19.70, 49.50, 70.90, "device/2026-12-06_s26_s30_session_s30.txt"},
-        {"configs/kda-1B.yaml", "selective", "[layernorm,conv,swiglu,gated_norm]", 16, 19.70, 35.43, 56.83,
-         "device/2026-12-06_s26_s30_session_s30.txt"},
+        {"configs/kda-300M.yaml", "", NULL, 16, 5.09, 18.64, 25.44, "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-300M.yaml", "", NULL, 32, 5.09, 37.28, 44.06, "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-300M.yaml", "selective", NULL, 32, 5.09, 22.75, 29.68, "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-300M.yaml", "selective", "[layernorm,conv,swiglu,gated_norm,core_prep,kda_gates,o_proj]", 32,
+         5.09, 21.37, 28.31, "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-300M.yaml", "selective", "[layernorm,conv,swiglu,gated_norm,core_prep]", 32, 5.09, 23.78, 30.71,
+         "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-300M.yaml", "full", NULL, 32, 5.09, 6.07, 12.84, "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-1B.yaml", "", NULL, 16, 19.70, 49.00, 70.40, "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-1B.yaml", "selective", "[layernorm,conv,swiglu,gated_norm]", 16, 19.70, 34.43, 55.83,
+         "device/2026-12-07_s35_m1_session.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
