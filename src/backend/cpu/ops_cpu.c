@@ -304,7 +304,8 @@ static void conv_silu_fwd1(const void *x_, int ldx, const float *w, void *y_, in
 }
 
 static void cpu_conv_silu_fwd(const void *x, int ldx, const kda_conv_group *g, int ng, int B, int T, int W) {
-    for (int i = 0; i < ng; i++) conv_silu_fwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].y, B, T, g[i].C, W);
+    for (int i = 0; i < ng; i++)
+        conv_silu_fwd1((const float *)x + g[i].col, ldx, g[i].w, g[i].y, B, T, g[i].C, W);
 }
 
 static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float *w, void *y_, int B, int T, int C,
@@ -336,8 +337,8 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float
     }
 }
 
-static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B, int T,
-                           int C, int W) {
+static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
+                           int T, int C, int W) {
     const float *x = x_, *dy = dy_;
     float *dx = dx_;
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
