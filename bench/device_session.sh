@@ -115,6 +115,9 @@
 #      (KDA_WGRAD_STREAM=1, 3), the cross-entropy's row kernel too (KDA_CE_STREAM=1):
 #      bench_overlap_cuda, the hooks' tests, the 300M step each way;
 #   e1: the 300M step's joules (kda bench's energy line) with the settings that change its work;
+#   r1: the default selective set against no recompute at 300M 32 x 2048, alternating (the issue's 3%);
+#   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
+#      the old one and none, the peaks of tests/test_mem_plan.c's table;
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
