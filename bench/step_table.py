@@ -44,6 +44,11 @@ def parse(lines):
     return rows
 
 
+def both(r, name, fmt):
+    """kda's and FLA's value of one column as "kda / FLA", "-" for a side without it."""
+    return " / ".join(format(r[s], fmt) if s in r else "-" for s in (f"kda_{name}", f"fla_{name}"))
+
+
 def main():
     lines = []
     for path in sys.argv[1:]:
@@ -59,8 +64,8 @@ def main():
         k = f"{r['kda_tps'] / 1e3:.1f}k ({r.get('kda_mfu', 0):.1f}%)" if "kda_tps" in r else "-"
         f = f"{r['fla_tps'] / 1e3:.1f}k ({r['fla_mfu']:.1f}%)" if "fla_tps" in r else ("OOM" if r.get("fla_oom") else "-")
         ratio = f"{r['kda_tps'] / r['fla_tps']:.2f}" if "kda_tps" in r and "fla_tps" in r else "-"
-        mem = " / ".join(f"{r[s]:.1f}" if s in r else "-" for s in ("kda_mem", "fla_mem")) + " GiB"
-        tpj = " / ".join(f"{r[s]:.0f}" if s in r else "-" for s in ("kda_tpj", "fla_tpj"))
+        mem = both(r, "mem", ".1f") + " GiB"
+        tpj = both(r, "tpj", ".0f")
         print(f"| {model}, {b}{', ' + variant if variant else ''} | {k} | {f} | {ratio} | {mem} |"
               + (f" {tpj} |" if energy else ""))
 
