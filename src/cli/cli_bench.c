@@ -11,16 +11,33 @@
 #include "base/config.h"
 #include "train/bench.h"
 
+static const char *const phase_name[KDA_PHASE_N] = {"GEMM", "KDA core", "cross-entropy", "other"};
+
 // One line: where a step's device time goes (ops.h kda_phase_times), from one profiled step.
 static void print_phases(const kda_phase_times *p) {
-    static const char *name[KDA_PHASE_N] = {"GEMM", "KDA core", "cross-entropy", "other"};
     double wall = p->wall_ms > 0 ? p->wall_ms : 1, idle = p->wall_ms - p->busy_ms;
     printf("  one step by phase (%.1f ms on the device, %ld ops):", p->wall_ms, p->n_ops);
-    for (int i = 0; i < KDA_PHASE_N; i++) printf(" %s %.1f ms (%.0f%%) |", name[i], p->ms[i], 100 * p->ms[i] / wall);
+    for (int i = 0; i < KDA_PHASE_N; i++) printf(" %s %.1f ms (%.0f%%) |", phase_name[i], p->ms[i], 100 * p->ms[i] / wall);
     printf(" idle %.1f ms (%.0f%%)\n", idle, 100 * idle / wall);
     if (p->ms[KDA_PHASE_GEMM] > 0)
         printf("  GEMMs: %.1f TFLOP in %.1f ms = %.0f TFLOP/s on average\n", p->gemm_flops / 1e12,
                p->ms[KDA_PHASE_GEMM], p->gemm_flops / (p->ms[KDA_PHASE_GEMM] * 1e9));
+}
+
+// The same step by op (largest first), down to 0.5% of the step; the rest on one line.
+static void print_ops(const kda_phase_times *p) {
+    double wall = p->wall_ms > 0 ? p->wall_ms : 1, rest = 0;
+    int more = 0;
+    printf("  one step by op (device ms, share of the step, calls, phase):\n");
+    for (int i = 0; i < p->n_op; i++) {
+        const kda_op_time *o = &p->op[i];
+        if (o->ms >= 0.005 * wall)
+            printf("    %-32s %8.2f ms %5.1f%% %6ld  %s\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
+                   phase_name[o->phase]);
+        else
+            rest += o->ms, more++;
+    }
+    if (more) printf("    %d more ops, each under 0.5%%: %.2f ms (%.1f%%)\n", more, rest, 100 * rest / wall);
 }
 
 static void print_result(const kda_bench_result *r, int steps, double peak_tflops) {
@@ -36,7 +53,7 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
                100 * tps * fpt / (peak_tflops * 1e12), peak_tflops);
     else
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
-    if (r->has_phases) print_phases(&r->phases);
+    if (r->has_phases) print_phases(&r->phases), print_ops(&r->phases);
     const kda_clock_stats *ck = &r->clocks;
     if (ck->samples)
         printf("  GPU clock through the steps: SM median %.0f MHz (min %.0f, card's max %.0f) | power median %.0f W "

@@ -25,12 +25,21 @@
 // Phases a training step's device time is split into (kda bench): GEMMs (cuBLASLt), the KDA
 // core, the cross-entropy kernel, everything else; idle = wall time - the ops' spans.
 typedef enum { KDA_PHASE_GEMM, KDA_PHASE_KDA, KDA_PHASE_CE, KDA_PHASE_OTHER, KDA_PHASE_N } kda_phase;
+enum { KDA_PROF_MAX_OPS = 64, KDA_PROF_NAME = 48 };
+typedef struct {
+    char name[KDA_PROF_NAME]; // the op ("rmsnorm_fwd"), or a span inside one ("lm_head_ce: GEMM")
+    int phase;                // its kda_phase
+    double ms;                // its device time, less the spans inside it
+    long calls;
+} kda_op_time;
 typedef struct {
     double ms[KDA_PHASE_N]; // device time per phase (spans of ops; nested spans counted once)
     double busy_ms;         // sum of the top-level op spans
     double wall_ms;         // from the first op's start to the last op's end
     double gemm_flops;      // 2·m·n·k over the GEMMs timed
     long n_ops;             // op calls timed
+    kda_op_time op[KDA_PROF_MAX_OPS]; // the same time by op, largest first; the rest (past
+    int n_op;                         // KDA_PROF_MAX_OPS kinds) is summed into the last entry
 } kda_phase_times;
 
 // The GPU's clocks and power while kda bench timed its steps (ops.h clock_watch), from samples
@@ -195,7 +204,7 @@ typedef struct kda_ops {
     const char *(*describe)(void);
 
     // ---- step profile (a capability: NULL where the backend has none) ----
-    // Between profile_begin and profile_end every op call is timed on the device by phase;
+    // Between profile_begin and profile_end every op call is timed on the device by phase and op;
     // profile_end waits for the device and fills *out. Costs a few µs per op while on.
     void (*profile_begin)(void);
     void (*profile_end)(kda_phase_times *out);

@@ -168,6 +168,25 @@ int main(void) {
     T_CHECK(ph.busy_ms <= ph.wall_ms * 1.001 + 1e-3, "busy %.4f ms within wall %.4f ms", ph.busy_ms, ph.wall_ms);
     printf("        profile: gemm %.3f kda %.3f ce %.3f other %.3f idle %.3f ms\n", ph.ms[0], ph.ms[1], ph.ms[2],
            ph.ms[3], ph.wall_ms - ph.busy_ms);
+    // ... and by op: the entries add up to each phase, come largest first, and name the ops
+    // (a GEMM by its op and shape)
+    double by_phase[KDA_PHASE_N] = {0};
+    long op_calls = 0;
+    int sorted = 1, fwd = 0, ce = 0, gemm = 0;
+    for (int i = 0; i < ph.n_op; i++) {
+        by_phase[ph.op[i].phase] += ph.op[i].ms;
+        op_calls += ph.op[i].calls;
+        if (i) sorted &= ph.op[i - 1].ms >= ph.op[i].ms;
+        fwd |= !strcmp(ph.op[i].name, "kda_fwd");
+        ce |= !strncmp(ph.op[i].name, "lm_head_ce", 10);
+        gemm |= !strncmp(ph.op[i].name, "linear_bwd: GEMM ", 17);
+    }
+    for (int i = 0; i < KDA_PHASE_N; i++)
+        T_CHECK(fabs(by_phase[i] - ph.ms[i]) <= 1e-3 * ph.ms[i] + 1e-4, "phase %d by op %.4f ms = %.4f ms", i,
+                by_phase[i], ph.ms[i]);
+    T_CHECK(sorted && fwd && ce && gemm && op_calls == ph.n_ops,
+            "%d op entries, largest first (%s %.3f ms), with kda_fwd, lm_head_ce and linear_bwd's GEMMs; %ld calls",
+            ph.n_op, ph.op[0].name, ph.op[0].ms, op_calls);
 
     // recompute_granularity selective (default, then every module) / full, then selective with
     // core_prep alone (the KDA core's lean saved buffer in every layer) on the GPU: the same loss

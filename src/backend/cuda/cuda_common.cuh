@@ -18,6 +18,7 @@
 
 extern "C" {
 #include "base/common.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 }
 
@@ -176,19 +177,23 @@ __device__ __forceinline__ float warp_max(float v) {
 void cu_colreduce_add(const float *partial, int G, size_t ncols, float *out);
 
 // ---- profile.cu: the step profile (ops.h profile_begin / profile_end) ----
-// cu_prof_push starts a span of the given kda_phase (returns -1 when profiling is off);
-// cu_prof_pop ends it. Spans nest; each counts once, for its own phase.
-int cu_prof_push(int phase);
+// cu_prof_push starts a span of the given kda_phase, named (a string that outlives the profile)
+// for the step profile's per-op table (returns -1 when profiling is off); cu_prof_pop ends it.
+// Spans nest; each counts once, for its own phase.
+int cu_prof_push(int phase, const char *name);
 void cu_prof_pop(int span);
 void cu_prof_gemm_flops(double flops);
 void cu_profile_begin(void);
 void cu_profile_end(kda_phase_times *out);
 
-// CU_PROFILED(phase, fn): fn wrapped in a span of that phase, with fn's own signature.
-template <typename F, F f, int PHASE> struct cu_profiled;
-template <typename R, typename... A, R (*f)(A...), int PHASE> struct cu_profiled<R (*)(A...), f, PHASE> {
+// CU_PROFILED(phase, fn): fn wrapped in a span of that phase named after fn (less its "cu_"),
+// with fn's own signature. The name travels as a local type (NAME::s()): a string literal
+// cannot be a template argument.
+template <typename F, F f, int PHASE, typename NAME> struct cu_profiled;
+template <typename R, typename... A, R (*f)(A...), int PHASE, typename NAME>
+struct cu_profiled<R (*)(A...), f, PHASE, NAME> {
     static R call(A... a) {
-        int s = cu_prof_push(PHASE);
+        int s = cu_prof_push(PHASE, NAME::s());
         if constexpr (std::is_void<R>::value) {
             f(a...);
             cu_prof_pop(s);
@@ -199,7 +204,13 @@ template <typename R, typename... A, R (*f)(A...), int PHASE> struct cu_profiled
         }
     }
 };
-#define CU_PROFILED(phase, fn) (&cu_profiled<decltype(&fn), &fn, phase>::call)
+#define CU_PROFILED(phase, fn)                                                                                     \
+    ([] {                                                                                                             \
+        struct name_of {                                                                                              \
+            static const char *s() { return #fn + 3; }                                                                \
+        };                                                                                                            \
+        return &cu_profiled<decltype(&fn), &fn, phase, name_of>::call;                                                \
+    }())
 
 // ---- gemm.cu: cuBLASLt, column-major C[m,n] = alpha·op(A)[m,k]·op(B)[k,n] + beta·C ----
 // A and B bf16; C bf16 or fp32 (c_f32); bias (bf16, length m) added when not NULL.

@@ -32,8 +32,9 @@ struct plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    long calls; // cu_gemm calls that used this plan
-    float beta; // the last call's beta (the survey times with it)
+    long calls;    // cu_gemm calls that used this plan
+    float beta;    // the last call's beta (the survey times with it)
+    char name[32]; // the step profile's name for its spans: "GEMM TN m1024 n65536 k5632"
 };
 
 static cublasLtHandle_t lt;
@@ -93,6 +94,8 @@ static plan *plan_get(const plan_key *key) {
     }
     memset(p, 0, sizeof *p);
     p->key = *key;
+    snprintf(p->name, sizeof p->name, "GEMM %s%s m%d n%d k%d", key->ta ? "T" : "N", key->tb ? "T" : "N", key->m, key->n,
+             key->k);
     cudaDataType_t ct = key->c_f32 ? CUDA_R_32F : CUDA_R_16BF;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -144,7 +147,7 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
     p->calls++, p->beta = beta;
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    int span = cu_prof_push(KDA_PHASE_GEMM);
+    int span = cu_prof_push(KDA_PHASE_GEMM, p->name);
     cu_prof_gemm_flops(2.0 * m * n * k);
     CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, Cin, p->lc, C, p->lc, &p->algo,
                                 workspace, WORKSPACE_BYTES, cu_stream));

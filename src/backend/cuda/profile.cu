@@ -1,9 +1,10 @@
-// profile.cu — the step profile of ops.h (profile_begin / profile_end): device time by phase.
+// profile.cu — the step profile of ops.h (profile_begin / profile_end): device time by phase
+// and by op.
 //
 // While on, every op of the table (ops_cuda.cu wraps each entry with CU_PROFILED) and every
 // cuBLASLt call inside an op records a CUDA event at its start and end on cu_stream. At the end
 // the spans are attributed exclusively: a nested span (a GEMM inside the cross-entropy op, say)
-// counts for its own phase and is taken out of its parent's. Idle time is what lies between
+// counts for its own phase and op entry ("lm_head_ce: GEMM") and is taken out of its parent's. Idle time is what lies between
 // the top-level spans (the device waiting for the host). Events are pooled and reused; with
 // profiling off a wrapped op costs one branch.
 #include "backend/cuda/cuda_common.cuh"
@@ -16,6 +17,8 @@ enum { MAX_SPANS = 1 << 16, MAX_DEPTH = 8 };
 struct span {
     cudaEvent_t t0, t1;
     int phase, parent;
+    const char *name;
+    double ms; // its own time: its events' interval less its children's
 };
 
 static span *spans;
@@ -32,7 +35,7 @@ static void ensure_events(int n) {
     }
 }
 
-int cu_prof_push(int phase) {
+int cu_prof_push(int phase, const char *name) {
     if (!on) return -1;
     if (n_spans >= MAX_SPANS || depth >= MAX_DEPTH) {
         overflow = 1;
@@ -41,6 +44,7 @@ int cu_prof_push(int phase) {
     ensure_events(n_spans + 1);
     int i = n_spans++;
     spans[i].phase = phase;
+    spans[i].name = name;
     spans[i].parent = depth > 0 ? stack[depth - 1] : -1;
     stack[depth++] = i;
     CU_CHECK(cudaEventRecord(spans[i].t0, cu_stream));
@@ -67,15 +71,24 @@ void cu_profile_end(kda_phase_times *out) {
     CU_CHECK(cudaStreamSynchronize(cu_stream));
     KDA_CHECK(!overflow, "step profile: more than %d op calls or nesting deeper than %d", MAX_SPANS, MAX_DEPTH);
     memset(out, 0, sizeof *out);
+    for (int i = 0; i < n_spans; i++) spans[i].ms = 0;
     for (int i = 0; i < n_spans; i++) {
         float ms = 0;
         CU_CHECK(cudaEventElapsedTime(&ms, spans[i].t0, spans[i].t1));
+        spans[i].ms += ms;
         out->ms[spans[i].phase] += ms;
-        if (spans[i].parent >= 0)
+        if (spans[i].parent >= 0) {
             out->ms[spans[spans[i].parent].phase] -= ms;
-        else
+            spans[spans[i].parent].ms -= ms;
+        } else {
             out->busy_ms += ms;
+        }
     }
+    for (int i = 0; i < n_spans; i++) {
+        const span *s = &spans[i];
+        kda_op_profile_add(out, s->parent >= 0 ? spans[s->parent].name : NULL, s->name, s->phase, s->ms);
+    }
+    kda_op_profile_sort(out);
     if (n_spans > 0) {
         int last = 0; // the last top-level span ends last
         for (int i = 0; i < n_spans; i++)
