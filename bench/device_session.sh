@@ -118,6 +118,8 @@
 #   r1: the default selective set against no recompute at 300M 32 x 2048, alternating (the issue's 3%);
 #   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
 #      the old one and none, the peaks of tests/test_mem_plan.c's table;
+#   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
+#      run to run and against c5e17b0 (kda_base beside kda);
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
 #      (KDA_BASE: an earlier kda build trained beside it), per-kernel step times, the KDA core
 #      against FLA and float64 on both builds;
@@ -730,6 +732,25 @@ s)
     bench300 $N "300M 32x2048, recompute selective without conv" \
         "recompute_granularity=selective recompute_modules=[layernorm,swiglu,gated_norm]"
     lap "recompute variants"
+    ;;
+v36) # session 36, after session 35's MLP backward in place (main 1fd75ec) and the step profile by
+    # op: the device tests (ops, step: the profile's op table adds up to its phases), the 150-step
+    # parity run against the recorded FLA run, its losses and gradient norms against session 27's
+    # kda run (the same bits since session 24, so equal lines mean the in-place MLP kept them), and
+    # same_bits.sh: this build against itself (run to run) and against c5e17b0's kda (kda_base)
+    tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
+    parity_recorded 150 6
+    python3 - "${OUT:-/tmp/parity}/kda_metrics.jsonl" bench/logs/parity_s27_s37_kda_metrics.jsonl <<'PYEOF'
+import json, sys
+rows = [[(r["iteration"], r["loss"], r["grad_norm"]) for r in map(json.loads, open(f)) if "loss" in r] for f in sys.argv[1:]]
+diff = [a for a, b in zip(*rows) if a != b]
+print(f"parity losses and grad norms against session 27's run: {len(rows[0])} / {len(rows[1])} iterations, "
+      f"{len(diff)} differ" + (f" (first: {diff[0]})" if diff else " (the same bits)"))
+PYEOF
+    lap "loss parity vs the recorded FLA run"
+    echo "== same_bits.sh: this build twice"; timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda | tail -2
+    echo "== same_bits.sh: c5e17b0 (kda_base) against this build"; timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -2
+    lap "same bits"
     ;;
 f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call, at the issue's three sizes
     # (FLA's first step compiles Triton's kernels for ~300 s: the rows without recompute would
