@@ -32,7 +32,7 @@ static void print_ops(const kda_phase_times *p) {
     for (int i = 0; i < p->n_op; i++) {
         const kda_op_time *o = &p->op[i];
         if (o->ms >= 0.005 * wall)
-            printf("    %-32s %8.2f ms %5.1f%% %6ld  %s\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
+            printf("    %-44s %8.2f ms %5.1f%% %6ld  %s\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
                    phase_name[o->phase]);
         else
             rest += o->ms, more++;
