@@ -16,21 +16,24 @@ static const kda_op_time *find(const kda_phase_times *t, const char *name, int p
 int main(void) {
     kda_phase_times t;
     memset(&t, 0, sizeof t);
-    kda_op_profile_add(&t, NULL, "rmsnorm_fwd", KDA_PHASE_OTHER, 1.0);
-    kda_op_profile_add(&t, NULL, "linear_fwd", KDA_PHASE_GEMM, 0.25);
-    kda_op_profile_add(&t, "linear_fwd", "GEMM", KDA_PHASE_GEMM, 5.0);
-    kda_op_profile_add(&t, NULL, "rmsnorm_fwd", KDA_PHASE_OTHER, 2.0);
-    kda_op_profile_add(&t, "lm_head_ce", "GEMM", KDA_PHASE_GEMM, 3.0);
-    kda_op_profile_add(&t, NULL, "lm_head_ce", KDA_PHASE_CE, 0.5);
-    kda_op_profile_add(&t, NULL, "rmsnorm_fwd", KDA_PHASE_KDA, 0.125); // same name, another phase
+    kda_op_profile_add(&t, NULL, "rmsnorm_fwd", KDA_PHASE_OTHER, 1.0, 0);
+    kda_op_profile_add(&t, NULL, "linear_fwd", KDA_PHASE_GEMM, 0.25, 0);
+    kda_op_profile_add(&t, "linear_fwd", "GEMM", KDA_PHASE_GEMM, 5.0, 2e12);
+    kda_op_profile_add(&t, NULL, "rmsnorm_fwd", KDA_PHASE_OTHER, 2.0, 0);
+    kda_op_profile_add(&t, "lm_head_ce", "GEMM", KDA_PHASE_GEMM, 3.0, 1e12);
+    kda_op_profile_add(&t, "lm_head_ce", "GEMM", KDA_PHASE_GEMM, 1.0, 0.5e12);
+    kda_op_profile_add(&t, NULL, "lm_head_ce", KDA_PHASE_CE, 0.5, 0);
+    kda_op_profile_add(&t, NULL, "rmsnorm_fwd", KDA_PHASE_KDA, 0.125, 0); // same name, another phase
     kda_op_profile_sort(&t);
     T_CHECK(t.n_op == 6, "6 entries (%d)", t.n_op);
     const kda_op_time *rn = find(&t, "rmsnorm_fwd", KDA_PHASE_OTHER);
     T_CHECK(rn && rn->ms == 3.0 && rn->calls == 2, "rmsnorm_fwd: two calls add up to 3 ms");
     const kda_op_time *lg = find(&t, "linear_fwd: GEMM", KDA_PHASE_GEMM);
-    T_CHECK(lg && lg->ms == 5.0 && lg->calls == 1, "the GEMM inside linear_fwd is \"linear_fwd: GEMM\"");
-    T_CHECK(find(&t, "lm_head_ce: GEMM", KDA_PHASE_GEMM) && find(&t, "lm_head_ce", KDA_PHASE_CE),
-            "the head's GEMM and its own time are two entries");
+    T_CHECK(lg && lg->ms == 5.0 && lg->calls == 1 && lg->flops == 2e12,
+            "the GEMM inside linear_fwd is \"linear_fwd: GEMM\", with its FLOPs");
+    const kda_op_time *hg = find(&t, "lm_head_ce: GEMM", KDA_PHASE_GEMM), *hc = find(&t, "lm_head_ce", KDA_PHASE_CE);
+    T_CHECK(hg && hc && hg->ms == 4.0 && hg->flops == 1.5e12 && hc->flops == 0,
+            "the head's GEMM (two calls: 4 ms, 1.5 TFLOP) and its own time are two entries");
     T_CHECK(find(&t, "rmsnorm_fwd", KDA_PHASE_KDA) && find(&t, "rmsnorm_fwd", KDA_PHASE_KDA)->ms == 0.125,
             "the same name in another phase is its own entry");
     int sorted = 1;
@@ -44,7 +47,7 @@ int main(void) {
     for (int i = 0; i < n_names; i++) {
         char nm[16];
         snprintf(nm, sizeof nm, "op%d", i);
-        kda_op_profile_add(&t, NULL, nm, KDA_PHASE_OTHER, 1.0 + i);
+        kda_op_profile_add(&t, NULL, nm, KDA_PHASE_OTHER, 1.0 + i, 0);
         total += 1.0 + i;
     }
     kda_op_profile_sort(&t);

@@ -28,10 +28,13 @@ static void print_phases(const kda_phase_times *p) {
 static void print_ops(const kda_phase_times *p) {
     double wall = p->wall_ms > 0 ? p->wall_ms : 1, rest = 0;
     int more = 0;
-    printf("  one step by op (device ms, share of the step, calls, phase):\n");
+    printf("  one step by op (device ms, share of the step, calls, phase; a GEMM's TFLOP/s):\n");
     for (int i = 0; i < p->n_op; i++) {
         const kda_op_time *o = &p->op[i];
-        if (o->ms >= 0.005 * wall)
+        if (o->ms >= 0.005 * wall && o->flops > 0)
+            printf("    %-44s %8.2f ms %5.1f%% %6ld  %-13s %5.0f\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
+                   phase_name[o->phase], o->flops / (o->ms * 1e9));
+        else if (o->ms >= 0.005 * wall)
             printf("    %-44s %8.2f ms %5.1f%% %6ld  %s\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
                    phase_name[o->phase]);
         else

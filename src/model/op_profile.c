@@ -22,11 +22,12 @@ static kda_op_time *entry(kda_phase_times *t, const char *key, int phase) {
     return e;
 }
 
-void kda_op_profile_add(kda_phase_times *t, const char *parent, const char *name, int phase, double ms) {
+void kda_op_profile_add(kda_phase_times *t, const char *parent, const char *name, int phase, double ms, double flops) {
     char key[KDA_PROF_NAME];
     snprintf(key, sizeof key, "%s%s%s", parent ? parent : "", parent ? ": " : "", name);
     kda_op_time *e = entry(t, key, phase);
     e->ms += ms;
+    e->flops += flops;
     e->calls++;
 }
 

@@ -9,9 +9,9 @@
 
 #include "model/ops.h"
 
-// Adds ms (one call) to the entry "name", or "parent: name" where parent is not NULL. Past
-// KDA_PROF_MAX_OPS - 1 distinct entries, the time goes to a last one, "(other ops)".
-void kda_op_profile_add(kda_phase_times *t, const char *parent, const char *name, int phase, double ms);
+// Adds ms and flops (one call) to the entry "name", or "parent: name" where parent is not NULL.
+// Past KDA_PROF_MAX_OPS - 1 distinct entries, they go to a last one, "(other ops)".
+void kda_op_profile_add(kda_phase_times *t, const char *parent, const char *name, int phase, double ms, double flops);
 // Orders t->op by device time, largest first.
 void kda_op_profile_sort(kda_phase_times *t);
 

@@ -30,6 +30,7 @@ typedef struct {
     char name[KDA_PROF_NAME]; // the op ("rmsnorm_fwd"), or a span inside one ("lm_head_ce: GEMM")
     int phase;                // its kda_phase
     double ms;                // its device time, less the spans inside it
+    double flops;             // a GEMM's 2·m·n·k over its calls (0 for other ops)
     long calls;
 } kda_op_time;
 typedef struct {

@@ -172,10 +172,12 @@ int main(void) {
     // (a GEMM by its op and shape)
     double by_phase[KDA_PHASE_N] = {0};
     long op_calls = 0;
+    double op_flops = 0;
     int sorted = 1, fwd = 0, ce = 0, gemm = 0;
     for (int i = 0; i < ph.n_op; i++) {
         by_phase[ph.op[i].phase] += ph.op[i].ms;
         op_calls += ph.op[i].calls;
+        op_flops += ph.op[i].flops;
         if (i) sorted &= ph.op[i - 1].ms >= ph.op[i].ms;
         fwd |= !strcmp(ph.op[i].name, "kda_fwd");
         ce |= !strncmp(ph.op[i].name, "lm_head_ce", 10);
@@ -187,6 +189,8 @@ int main(void) {
     T_CHECK(sorted && fwd && ce && gemm && op_calls == ph.n_ops,
             "%d op entries, largest first (%s %.3f ms), with kda_fwd, lm_head_ce and linear_bwd's GEMMs; %ld calls",
             ph.n_op, ph.op[0].name, ph.op[0].ms, op_calls);
+    T_CHECK(fabs(op_flops - ph.gemm_flops) <= 1e-9 * ph.gemm_flops, "the GEMM entries' FLOPs add up (%.6g of %.6g)",
+            op_flops, ph.gemm_flops);
 
     // recompute_granularity selective (default, then every module) / full, then selective with
     // core_prep alone (the KDA core's lean saved buffer in every layer) on the GPU: the same loss

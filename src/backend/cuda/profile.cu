@@ -18,7 +18,8 @@ struct span {
     cudaEvent_t t0, t1;
     int phase, parent;
     const char *name;
-    double ms; // its own time: its events' interval less its children's
+    double ms;    // its own time: its events' interval less its children's
+    double flops; // a GEMM span's 2·m·n·k (cu_prof_gemm_flops)
 };
 
 static span *spans;
@@ -45,6 +46,7 @@ int cu_prof_push(int phase, const char *name) {
     int i = n_spans++;
     spans[i].phase = phase;
     spans[i].name = name;
+    spans[i].flops = 0;
     spans[i].parent = depth > 0 ? stack[depth - 1] : -1;
     stack[depth++] = i;
     CU_CHECK(cudaEventRecord(spans[i].t0, cu_stream));
@@ -58,7 +60,9 @@ void cu_prof_pop(int i) {
 }
 
 void cu_prof_gemm_flops(double flops) {
-    if (on) gemm_flops += flops;
+    if (!on) return;
+    gemm_flops += flops;
+    if (depth > 0) spans[stack[depth - 1]].flops += flops; // the GEMM's own span, pushed just before
 }
 
 void cu_profile_begin(void) {
@@ -86,7 +90,7 @@ void cu_profile_end(kda_phase_times *out) {
     }
     for (int i = 0; i < n_spans; i++) {
         const span *s = &spans[i];
-        kda_op_profile_add(out, s->parent >= 0 ? spans[s->parent].name : NULL, s->name, s->phase, s->ms);
+        kda_op_profile_add(out, s->parent >= 0 ? spans[s->parent].name : NULL, s->name, s->phase, s->ms, s->flops);
     }
     kda_op_profile_sort(out);
     if (n_spans > 0) {
