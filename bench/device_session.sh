@@ -118,6 +118,7 @@
 #   r1: the default selective set against no recompute at 300M 32 x 2048, alternating (the issue's 3%);
 #   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
 #      the old one and none, the peaks of tests/test_mem_plan.c's table;
+#   b1: the 1B's recompute sets (cheap modules against the default and none), a 300M op table;
 #   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
 #      run to run and against c5e17b0 (kda_base beside kda);
 #   f1: both sides of bench/step_vs_fla.sh (issue 17's table); f2: the parity run on 1 x 2048 steps
@@ -751,6 +752,25 @@ PYEOF
     echo "== same_bits.sh: this build twice"; timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda | tail -2
     echo "== same_bits.sh: c5e17b0 (kda_base) against this build"; timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -2
     lap "same bits"
+    ;;
+b1) # session 36: the 1B's recompute set. Its only memory bound is FLA's 67.8 GiB (none: 70.4),
+    # and its default set (the 300M's six modules, 51.0 GiB) was chosen for the 300M's 30 GiB. The
+    # cheap modules (swiglu, layernorm: a rewrite in a backward kernel, no rerun) against the
+    # default and none, alternating, 10 timed steps each; first the device tests (ops, step: the
+    # op table's GEMM FLOPs) and one 300M step's op table with each GEMM's TFLOP/s
+    tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
+    timeout 120 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+        --steps 4 --warmup 1 > "$OUTDIR/bench_300M_32_ops.txt" 2>&1
+    grep -A40 "by op" "$OUTDIR/bench_300M_32_ops.txt" | head -34; lap "300M op table"
+    for r in 1 2; do
+        for set in "recompute_modules=[layernorm,conv,swiglu,gated_norm,core_prep,kda_gates]" \
+            "recompute_modules=[swiglu,layernorm]" "recompute_modules=[swiglu]" "recompute_granularity=null"; do
+            echo "== 1B 16x2048, $set, round $r"
+            timeout 120 $N/kda bench configs/kda-1B.yaml --device cuda --set micro_batch_size=16 \
+                --set global_batch_size=16 --set "$set" --steps 10 --warmup 1 | grep -E "step |phase|energy|memory"
+        done
+    done
+    lap "1B recompute sets"
     ;;
 f1) # issue 17's table: both sides of bench/step_vs_fla.sh in one call, at the issue's three sizes
     # (FLA's first step compiles Triton's kernels for ~300 s: the rows without recompute would
