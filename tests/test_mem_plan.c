@@ -152,6 +152,10 @@ static void cuda_estimates(void) {
         {"configs/kda-1B.yaml", "", NULL, 16, 19.70, 49.00, 70.40, "device/2026-12-07_s35_m1_session.txt"},
         {"configs/kda-1B.yaml", "selective", "[layernorm,conv,swiglu,gated_norm]", 16, 19.70, 34.43, 55.83,
          "device/2026-12-07_s35_m1_session.txt"},
+        {"configs/kda-1B.yaml", "selective", NULL, 16, 19.70, 29.43, 50.99, "device/2026-12-07_s36_c2_session_b1.txt"},
+        {"configs/kda-1B.yaml", "selective", "[swiglu,layernorm]", 16, 19.70, 37.25, 58.65,
+         "device/2026-12-07_s36_c2_session_b1.txt"},
+        {"configs/kda-1B.yaml", "selective", "[swiglu]", 16, 19.70, 41.00, 62.40, "device/2026-12-07_s36_c2_session_b1.txt"},
     };
     const double G = 1073741824.0;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
