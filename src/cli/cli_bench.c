@@ -17,7 +17,8 @@ static const char *const phase_name[KDA_PHASE_N] = {"GEMM", "KDA core", "cross-e
 static void print_phases(const kda_phase_times *p) {
     double wall = p->wall_ms > 0 ? p->wall_ms : 1, idle = p->wall_ms - p->busy_ms;
     printf("  one step by phase (%.1f ms on the device, %ld ops):", p->wall_ms, p->n_ops);
-    for (int i = 0; i < KDA_PHASE_N; i++) printf(" %s %.1f ms (%.0f%%) |", phase_name[i], p->ms[i], 100 * p->ms[i] / wall);
+    for (int i = 0; i < KDA_PHASE_N; i++)
+        printf(" %s %.1f ms (%.0f%%) |", phase_name[i], p->ms[i], 100 * p->ms[i] / wall);
     printf(" idle %.1f ms (%.0f%%)\n", idle, 100 * idle / wall);
     if (p->ms[KDA_PHASE_GEMM] > 0)
         printf("  GEMMs: %.1f TFLOP in %.1f ms = %.0f TFLOP/s on average\n", p->gemm_flops / 1e12,
@@ -31,14 +32,14 @@ static void print_ops(const kda_phase_times *p) {
     printf("  one step by op (device ms, share of the step, calls, phase; a GEMM's TFLOP/s):\n");
     for (int i = 0; i < p->n_op; i++) {
         const kda_op_time *o = &p->op[i];
-        if (o->ms >= 0.005 * wall && o->flops > 0)
-            printf("    %-44s %8.2f ms %5.1f%% %6ld  %-13s %5.0f\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
-                   phase_name[o->phase], o->flops / (o->ms * 1e9));
-        else if (o->ms >= 0.005 * wall)
-            printf("    %-44s %8.2f ms %5.1f%% %6ld  %s\n", o->name, o->ms, 100 * o->ms / wall, o->calls,
-                   phase_name[o->phase]);
-        else
+        if (o->ms < 0.005 * wall) {
             rest += o->ms, more++;
+            continue;
+        }
+        const char *ph = phase_name[o->phase];
+        printf("    %-44s %8.2f ms %5.1f%% %6ld  %s", o->name, o->ms, 100 * o->ms / wall, o->calls, ph);
+        if (o->flops > 0) printf("%*s %5.0f", 13 - (int)strlen(ph), "", o->flops / (o->ms * 1e9));
+        putchar('\n');
     }
     if (more) printf("    %d more ops, each under 0.5%%: %.2f ms (%.1f%%)\n", more, rest, 100 * rest / wall);
 }

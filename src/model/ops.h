@@ -39,8 +39,10 @@ typedef struct {
     double wall_ms;         // from the first op's start to the last op's end
     double gemm_flops;      // 2·m·n·k over the GEMMs timed
     long n_ops;             // op calls timed
-    kda_op_time op[KDA_PROF_MAX_OPS]; // the same time by op, largest first; the rest (past
-    int n_op;                         // KDA_PROF_MAX_OPS kinds) is summed into the last entry
+    // the same time by op, largest first (model/op_profile.h; past KDA_PROF_MAX_OPS - 1 kinds,
+    // the rest in a last entry, "(other ops)")
+    kda_op_time op[KDA_PROF_MAX_OPS];
+    int n_op;
 } kda_phase_times;
 
 // The GPU's clocks and power while kda bench timed its steps (ops.h clock_watch), from samples

@@ -204,12 +204,12 @@ struct cu_profiled<R (*)(A...), f, PHASE, NAME> {
         }
     }
 };
-#define CU_PROFILED(phase, fn)                                                                                     \
-    ([] {                                                                                                             \
-        struct name_of {                                                                                              \
-            static const char *s() { return #fn + 3; }                                                                \
-        };                                                                                                            \
-        return &cu_profiled<decltype(&fn), &fn, phase, name_of>::call;                                                \
+#define CU_PROFILED(phase, fn)                                                                                         \
+    ([] {                                                                                                              \
+        struct name_of {                                                                                               \
+            static const char *s() { return #fn + 3; }                                                                 \
+        };                                                                                                             \
+        return &cu_profiled<decltype(&fn), &fn, phase, name_of>::call;                                                 \
     }())
 
 // ---- gemm.cu: cuBLASLt, column-major C[m,n] = alpha·op(A)[m,k]·op(B)[k,n] + beta·C ----

@@ -4,9 +4,9 @@
 // While on, every op of the table (ops_cuda.cu wraps each entry with CU_PROFILED) and every
 // cuBLASLt call inside an op records a CUDA event at its start and end on cu_stream. At the end
 // the spans are attributed exclusively: a nested span (a GEMM inside the cross-entropy op, say)
-// counts for its own phase and op entry ("lm_head_ce: GEMM") and is taken out of its parent's. Idle time is what lies between
-// the top-level spans (the device waiting for the host). Events are pooled and reused; with
-// profiling off a wrapped op costs one branch.
+// counts for its own phase and op entry ("lm_head_ce: GEMM TN m... n... k...") and is taken out of
+// its parent's. Idle time is what lies between the top-level spans (the device waiting for the
+// host). Events are pooled and reused; with profiling off a wrapped op costs one branch.
 #include "backend/cuda/cuda_common.cuh"
 
 #include <stdlib.h>
@@ -18,7 +18,7 @@ struct span {
     cudaEvent_t t0, t1;
     int phase, parent;
     const char *name;
-    double ms;    // its own time: its events' interval less its children's
+    double ms;    // its own time (cu_profile_end)
     double flops; // a GEMM span's 2·m·n·k (cu_prof_gemm_flops)
 };
 
@@ -76,20 +76,18 @@ void cu_profile_end(kda_phase_times *out) {
     KDA_CHECK(!overflow, "step profile: more than %d op calls or nesting deeper than %d", MAX_SPANS, MAX_DEPTH);
     memset(out, 0, sizeof *out);
     for (int i = 0; i < n_spans; i++) spans[i].ms = 0;
-    for (int i = 0; i < n_spans; i++) {
+    for (int i = 0; i < n_spans; i++) { // each span's own time: its interval less its children's
         float ms = 0;
         CU_CHECK(cudaEventElapsedTime(&ms, spans[i].t0, spans[i].t1));
         spans[i].ms += ms;
-        out->ms[spans[i].phase] += ms;
-        if (spans[i].parent >= 0) {
-            out->ms[spans[spans[i].parent].phase] -= ms;
+        if (spans[i].parent >= 0)
             spans[spans[i].parent].ms -= ms;
-        } else {
+        else
             out->busy_ms += ms;
-        }
     }
     for (int i = 0; i < n_spans; i++) {
         const span *s = &spans[i];
+        out->ms[s->phase] += s->ms;
         kda_op_profile_add(out, s->parent >= 0 ? spans[s->parent].name : NULL, s->name, s->phase, s->ms, s->flops);
     }
     kda_op_profile_sort(out);
