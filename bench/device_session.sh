@@ -118,6 +118,7 @@
 #   r1: the default selective set against no recompute at 300M 32 x 2048, alternating (the issue's 3%);
 #   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
 #      the old one and none, the peaks of tests/test_mem_plan.c's table;
+#   ts: the device tests ops and step alone;
 #   b1: the 1B's recompute sets (cheap modules against the default and none), a 300M op table;
 #   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
 #      run to run and against c5e17b0 (kda_base beside kda);
@@ -752,6 +753,9 @@ PYEOF
     echo "== same_bits.sh: this build twice"; timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda | tail -2
     echo "== same_bits.sh: c5e17b0 (kda_base) against this build"; timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -2
     lap "same bits"
+    ;;
+ts) # the device tests a host-side or model change needs (ops, whole step), before a table
+    tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
     ;;
 b1) # session 36: the 1B's recompute set. Its only memory bound is FLA's 67.8 GiB (none: 70.4),
     # and its default set (the 300M's six modules, 51.0 GiB) was chosen for the 300M's 30 GiB. The
