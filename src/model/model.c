@@ -171,9 +171,10 @@ static void *buf(sizer *z, size_t *part, size_t bytes) {
 #define F32S(z, part, elems) buf(z, part, (size_t)(elems) * sizeof(float))
 
 // One layer's buffers; with 'first' (layer 0's), recomputed fields share its buffers (and are
-// counted once, as acts_shared).
+// counted once, as acts_shared). dz: the gradient scratch's, z's place where the backward rewrites
+// z (bwd_rewrites.z).
 static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int B, int T, kda_layer_acts *a,
-                          const kda_layer_acts *first) {
+                          const kda_layer_acts *first, void *dz) {
     size_t N = (size_t)B * T;
     int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
     int F = c->intermediate_size, rc = recompute_mask(c);
@@ -211,7 +212,10 @@ static void layer_buffers(sizer *z, const kda_config *c, kda_core_algo algo, int
     ACT(rstd2, F32S(z, &mm->acts_layers, N));
     ACT(x2, ACTS(z, &mm->acts_layers, N * d));
     ACT(gu, ACTS(z, &mm->acts_layers, N * 2 * F));
-    if (!rewrites_in_bwd(rc).z) ACT(z, ACTS(z, &mm->acts_layers, N * F)); // else the gradient scratch's dz
+    if (rewrites_in_bwd(rc).z)
+        a->z = dz;
+    else
+        ACT(z, ACTS(z, &mm->acts_layers, N * F));
 #undef ACT
 }
 
@@ -242,28 +246,10 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     size_t N = (size_t)B * T;
     int d = c->hidden_size, H = c->num_heads, Dk = c->key_dim, Dv = c->value_dim, Dg = H * c->head_dim;
     int F = c->intermediate_size, L = c->num_hidden_layers;
-    kda_layer_acts count_only[2]; // the buffers of a plan (NULL pointers, layer 0 and the others)
-    memset(count_only, 0, sizeof count_only);
-    for (int l = 0; l < L; l++) {
-        kda_layer_acts *a = m ? &m->acts[l] : &count_only[l > 0];
-        layer_buffers(z, c, algo, B, T, a, l > 0 ? (m ? &m->acts[0] : &count_only[0]) : NULL);
-    }
-    void *h_final = ACTS(z, &mm->acts_head, N * d);
-    void *x_final = ACTS(z, &mm->acts_head, N * d);
-    float *rstd_final = F32S(z, &mm->acts_head, N);
-    void *dh = ACTS(z, &mm->acts_head, N * d);
-    int32_t *ids_dev = buf(z, &mm->tokens, N * sizeof(int32_t));
-    int32_t *tgt_dev = buf(z, &mm->tokens, N * sizeof(int32_t));
-    if (m) {
-        m->h_final = h_final, m->x_final = x_final, m->rstd_final = rstd_final, m->dh = dh;
-        m->ids_dev = ids_dev, m->tgt_dev = tgt_dev;
-    }
-    // gradient scratch (one set, reused by every layer)
+    // gradient scratch (one set, reused by every layer), first: a layer's z may live in its dz
     kda_grad_scratch gs_count = {0}, *g = m ? m->gs : &gs_count;
     size_t *p = &mm->grad_scratch;
     g->dz = ACTS(z, p, N * F);
-    if (m && rewrites_in_bwd(recompute_mask(c)).z)
-        for (int l = 0; l < L; l++) m->acts[l].z = g->dz;
     g->dx2 = ACTS(z, p, N * d);
     g->dy = ACTS(z, p, N * Dv);
     g->d_o = ACTS(z, p, N * Dv);
@@ -275,6 +261,23 @@ static void model_buffers(sizer *z, const kda_model *reg, int B, int T) {
     g->df = ACTS(z, p, N * Dg);
     g->dproj = ACTS(z, p, N * proj_width(c));
     g->tmp = ACTS(z, p, N * d); // the head's input gradient
+
+    kda_layer_acts count_only[2]; // the buffers of a plan (NULL pointers, layer 0 and the others)
+    memset(count_only, 0, sizeof count_only);
+    for (int l = 0; l < L; l++) {
+        kda_layer_acts *a = m ? &m->acts[l] : &count_only[l > 0];
+        layer_buffers(z, c, algo, B, T, a, l > 0 ? (m ? &m->acts[0] : &count_only[0]) : NULL, g->dz);
+    }
+    void *h_final = ACTS(z, &mm->acts_head, N * d);
+    void *x_final = ACTS(z, &mm->acts_head, N * d);
+    float *rstd_final = F32S(z, &mm->acts_head, N);
+    void *dh = ACTS(z, &mm->acts_head, N * d);
+    int32_t *ids_dev = buf(z, &mm->tokens, N * sizeof(int32_t));
+    int32_t *tgt_dev = buf(z, &mm->tokens, N * sizeof(int32_t));
+    if (m) {
+        m->h_final = h_final, m->x_final = x_final, m->rstd_final = rstd_final, m->dh = dh;
+        m->ids_dev = ids_dev, m->tgt_dev = tgt_dev;
+    }
 }
 #undef ACTS
 #undef F32S
