@@ -118,7 +118,7 @@
 #   r1: the default selective set against no recompute at 300M 32 x 2048, alternating (the issue's 3%);
 #   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
 #      the old one and none, the peaks of tests/test_mem_plan.c's table;
-#   ts: the device tests ops and step alone;
+#   ts: the device tests ops and step alone; z1: the scratch-first allocation's bits and peak;
 #   b1: the 1B's recompute sets (cheap modules against the default and none), a 300M op table;
 #   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
 #      run to run and against c5e17b0 (kda_base beside kda);
@@ -756,6 +756,19 @@ PYEOF
     ;;
 ts) # the device tests a host-side or model change needs (ops, whole step), before a table
     tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
+    ;;
+z1) # session 36: the gradient scratch allocated before the layers (a layer's z placed in its dz
+    # by layer_buffers alone): the device tests, same_bits.sh against the build before (kda_base),
+    # with the tiny config's none and with selective, and the 300M step's peak (29.68 GiB before)
+    tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
+    for rc in null selective; do
+        echo "== same_bits.sh, kda_base against kda, recompute_granularity=$rc"
+        SAME_BITS_A_SET=recompute_granularity=$rc SAME_BITS_B_SET=recompute_granularity=$rc \
+            timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -1
+    done
+    lap "same bits"
+    STEPS=4 bench300 $N "300M 32x2048, selective (default set)" ""
+    lap "300M step"
     ;;
 b1) # session 36: the 1B's recompute set. Its only memory bound is FLA's 67.8 GiB (none: 70.4),
     # and its default set (the 300M's six modules, 51.0 GiB) was chosen for the 300M's 30 GiB. The
