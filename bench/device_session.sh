@@ -119,7 +119,7 @@
 #   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
 #      the old one and none, the peaks of tests/test_mem_plan.c's table;
 #   ts: the device tests ops and step alone; z1: the scratch-first allocation's bits and peak;
-#   k1: the 300M op table with the KDA core's kernels, selective and none;
+#   k1 (bench/pending/kda-core-spans applied): the 300M op table with the KDA core's kernels;
 #   b1: the 1B's recompute sets (cheap modules against the default and none), a 300M op table;
 #   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
 #      run to run and against c5e17b0 (kda_base beside kda);
@@ -758,8 +758,9 @@ PYEOF
 ts) # the device tests a host-side or model change needs (ops, whole step), before a table
     tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
     ;;
-k1) # session 36: the KDA core's kernels as spans of their own in kda bench's op table ("kda_bwd:
-    # finish"): the device tests, then the 300M 32 x 2048 step's full table with the default set and
+k1) # bench/pending/kda-core-spans (session 36; no device time was left to run it): the KDA core's
+    # kernels as spans of their own in kda bench's op table ("kda_bwd: finish"), on a build with
+    # the patch applied: the device tests, then the 300M 32 x 2048 step's full table with the default set and
     # without recompute (what the core_prep rerun and the other reruns cost inside the step)
     tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
     for set in "recompute_granularity=selective" "recompute_granularity=null"; do
