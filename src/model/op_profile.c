@@ -5,16 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char other_ops[] = "(other ops)";
+
 static kda_op_time *entry(kda_phase_times *t, const char *key, int phase) {
     for (int i = 0; i < t->n_op; i++)
         if (t->op[i].phase == phase && strcmp(t->op[i].name, key) == 0) return &t->op[i];
-    if (t->n_op == KDA_PROF_MAX_OPS - 1) { // the last slot gathers what has no slot of its own
-        key = "(other ops)";
-        phase = KDA_PHASE_OTHER;
-        kda_op_time *last = &t->op[KDA_PROF_MAX_OPS - 1];
-        if (last->name[0] == 0) snprintf(last->name, sizeof last->name, "%s", key), last->phase = phase;
-        return last;
-    }
+    if (t->n_op >= KDA_PROF_MAX_OPS - 1 && strcmp(key, other_ops) != 0) // the last slot gathers the rest
+        return entry(t, other_ops, KDA_PHASE_OTHER);
     kda_op_time *e = &t->op[t->n_op++];
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", key);
@@ -36,8 +33,4 @@ static int by_ms_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void kda_op_profile_sort(kda_phase_times *t) {
-    kda_op_time *last = &t->op[KDA_PROF_MAX_OPS - 1];
-    if (t->n_op == KDA_PROF_MAX_OPS - 1 && last->name[0]) t->n_op = KDA_PROF_MAX_OPS; // the overflow entry
-    qsort(t->op, (size_t)t->n_op, sizeof t->op[0], by_ms_desc);
-}
+void kda_op_profile_sort(kda_phase_times *t) { qsort(t->op, (size_t)t->n_op, sizeof t->op[0], by_ms_desc); }
