@@ -173,7 +173,7 @@ int main(void) {
     double by_phase[KDA_PHASE_N] = {0};
     long op_calls = 0;
     double op_flops = 0;
-    int sorted = 1, fwd = 0, ce = 0, gemm = 0;
+    int sorted = 1, fwd = 0, ce = 0, gemm = 0, core = 0;
     for (int i = 0; i < ph.n_op; i++) {
         by_phase[ph.op[i].phase] += ph.op[i].ms;
         op_calls += ph.op[i].calls;
@@ -182,12 +182,14 @@ int main(void) {
         fwd |= !strcmp(ph.op[i].name, "kda_fwd");
         ce |= !strncmp(ph.op[i].name, "lm_head_ce", 10);
         gemm |= !strncmp(ph.op[i].name, "linear_bwd: GEMM ", 17);
+        core += !strcmp(ph.op[i].name, "kda_fwd: prep") + !strcmp(ph.op[i].name, "kda_bwd: finish");
     }
     for (int i = 0; i < KDA_PHASE_N; i++)
         T_CHECK(fabs(by_phase[i] - ph.ms[i]) <= 1e-3 * ph.ms[i] + 1e-4, "phase %d by op %.4f ms = %.4f ms", i,
                 by_phase[i], ph.ms[i]);
-    T_CHECK(sorted && fwd && ce && gemm && op_calls == ph.n_ops,
-            "%d op entries, largest first (%s %.3f ms), with kda_fwd, lm_head_ce and linear_bwd's GEMMs; %ld calls",
+    T_CHECK(sorted && fwd && ce && gemm && core == 2 && op_calls == ph.n_ops,
+            "%d op entries, largest first (%s %.3f ms), with kda_fwd, its prep and kda_bwd's finish, lm_head_ce and "
+            "linear_bwd's GEMMs; %ld calls",
             ph.n_op, ph.op[0].name, ph.op[0].ms, op_calls);
     T_CHECK(fabs(op_flops - ph.gemm_flops) <= 1e-9 * ph.gemm_flops, "the GEMM entries' FLOPs add up (%.6g of %.6g)",
             op_flops, ph.gemm_flops);

@@ -186,6 +186,13 @@ void cu_prof_gemm_flops(double flops);
 void cu_profile_begin(void);
 void cu_profile_end(kda_phase_times *out);
 
+// A span for one scope (a kernel launch inside an op: "kda_bwd: finish").
+struct cu_prof_scope {
+    int span;
+    cu_prof_scope(int phase, const char *name) : span(cu_prof_push(phase, name)) {}
+    ~cu_prof_scope() { cu_prof_pop(span); }
+};
+
 // CU_PROFILED(phase, fn): fn wrapped in a span of that phase named after fn (less its "cu_"),
 // with fn's own signature. The name travels as a local type (NAME::s()): a string literal
 // cannot be a template argument.

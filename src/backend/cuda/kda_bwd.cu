@@ -700,10 +700,12 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     if (d3_fused(d3smem)) {
         auto d3 = kda_is_recipe(s) ? kda_bwd_d3_kernel<64, 32, 64> : kda_bwd_d3_kernel<0, 0, 0>;
         kda_smem_attrs(d3, d3smem);
+        cu_prof_scope span(KDA_PHASE_KDA, "D3");
         d3<<<dim3(s.NT, s.H, s.B), 256, d3smem, cu_stream>>>(s, sv, dO, (const bf16 *)v, (bf16 *)dv, w, d3L);
         CU_LAUNCHED();
     } else {
         d3_chunk_gemms(s, sv, dO, (const bf16 *)v, w);
+        cu_prof_scope span(KDA_PHASE_KDA, "B6 B7");
         kda_b6_b7_kernel<<<dim3(s.NT, s.H, s.B), 256, 0, cu_stream>>>(s, sv, (const bf16 *)v, (bf16 *)dv, w);
         CU_LAUNCHED();
     }
@@ -711,10 +713,14 @@ void cu_kda_bwd(const kda_core_dims *d, const void *q, const void *k, const void
     auto finish = kda_is_recipe(s) ? kda_finish_kernel<64, 32, 64> : kda_finish_kernel<0, 0, 0>;
     size_t smem = sizeof(finish_smem);
     kda_smem_attrs(finish, smem); // all of the SM's shared memory, so that 3 blocks fit
-    finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq,
-                                                           (bf16 *)dk, (bf16 *)df, (bf16 *)db);
-    CU_LAUNCHED();
+    {
+        cu_prof_scope span(KDA_PHASE_KDA, "finish");
+        finish<<<dim3(s.NT, s.H, s.B), 256, smem, cu_stream>>>(s, sv, (const bf16 *)f, A_log, dt_bias, w, (bf16 *)dq,
+                                                               (bf16 *)dk, (bf16 *)df, (bf16 *)db);
+        CU_LAUNCHED();
+    }
     // D5
+    cu_prof_scope span(KDA_PHASE_KDA, "gate parameter gradients");
     kda_param_grad_kernel<<<s.H * K + s.H, 256, 0, cu_stream>>>(s, w.pA, w.pdt, dA_log, ddt_bias);
     CU_LAUNCHED();
 }

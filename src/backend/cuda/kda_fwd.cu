@@ -517,6 +517,7 @@ void kda_prep(const kda_shape &s, const void *q, const void *k, const void *f, c
     size_t psmem = prep_layout_of(s).bytes;
     auto prep = kda_is_recipe(s) ? kda_prep_kernel<64, 32, 64> : kda_prep_kernel<0, 0, 0>;
     CU_CHECK(cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem));
+    cu_prof_scope span(KDA_PHASE_KDA, "prep");
     prep<<<dim3(s.NT, s.H, s.B), 256, psmem, cu_stream>>>(s, (const bf16 *)q, (const bf16 *)k, (const bf16 *)f,
                                                           (const bf16 *)b, A_log, dt_bias, sv);
     CU_LAUNCHED();
@@ -543,7 +544,10 @@ void cu_kda_fwd_chunked_state(const kda_core_dims *d, const void *q, const void 
               s.K, s.V, ismem);
     auto intra = kda_is_recipe(s) ? kda_intra_kernel<64, 32, 64> : kda_intra_kernel<0, 0, 0>;
     kda_smem_attrs(intra, ismem); // all of the SM's shared memory, so that 3 blocks fit
-    intra<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
-    CU_LAUNCHED();
+    {
+        cu_prof_scope span(KDA_PHASE_KDA, "intra");
+        intra<<<grid, 256, ismem, cu_stream>>>(s, sv, (const bf16 *)v); // Aqk, Tinv, Wm, Um
+        CU_LAUNCHED();
+    }
     kda_scan_fwd(s, sv, S, (bf16 *)o); // h, Vn, O = s·qg·h + Aqk·Vn, and the final state into S when given
 }

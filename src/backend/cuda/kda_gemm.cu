@@ -200,6 +200,7 @@ __global__ void __launch_bounds__(256, 3) chunk_gemm_kernel(kda_shape s, kgemm g
 void kda_chunk_gemm(const kda_shape &s, const kgemm &g) {
     int tiles_n = (g.N + TM - 1) / TM, tiles = ((g.M + TM - 1) / TM) * tiles_n;
     KDA_CHECK((size_t)s.B * tiles <= 65535, "KDA batch %d too large for the chunk GEMM grid", s.B);
+    cu_prof_scope span(KDA_PHASE_KDA, "chunk GEMM");
     chunk_gemm_kernel<<<dim3(s.NT, s.H, s.B * tiles), 256, 0, cu_stream>>>(s, g, tiles_n, tiles);
     CU_LAUNCHED();
 }

@@ -464,6 +464,7 @@ static void launch_scan(Kern kern, const kda_shape &s, bool bwd, Args... args) {
               "KDA heads K=%d V=%d need %zu bytes of shared memory per block in the state scan; this GPU allows less",
               s.K, s.V, smem);
     kda_smem_attrs(kern, smem);
+    cu_prof_scope span(KDA_PHASE_KDA, bwd ? "state scan backward" : "state scan");
     kern<<<dim3((s.V + VT - 1) / VT, s.H, s.B), scan_threads<VT>(), smem, cu_stream>>>(args...);
     CU_LAUNCHED();
 }
