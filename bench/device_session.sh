@@ -766,8 +766,8 @@ k1) # bench/pending/kda-core-spans (session 36; no device time was left to run i
     for set in "recompute_granularity=selective" "recompute_granularity=null"; do
         echo "== 300M 32x2048, $set"
         timeout 120 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
-            --set global_batch_size=32 --set "$set" --steps 4 --warmup 1 > "$OUTDIR/bench_300M_32_${set#*=}.txt" 2>&1
-        grep -E "step |phase|by op|^    " "$OUTDIR/bench_300M_32_${set#*=}.txt" | head -44
+            --set global_batch_size=32 --set "$set" --steps 4 --warmup 1 --all-ops > "$OUTDIR/bench_300M_32_${set#*=}.txt" 2>&1
+        grep -E "step |phase|by op|^    " "$OUTDIR/bench_300M_32_${set#*=}.txt" | head -90
     done
     lap "300M op tables"
     ;;

@@ -25,14 +25,14 @@ static void print_phases(const kda_phase_times *p) {
                p->ms[KDA_PHASE_GEMM], p->gemm_flops / (p->ms[KDA_PHASE_GEMM] * 1e9));
 }
 
-// The same step by op (largest first), down to 0.5% of the step; the rest on one line.
-static void print_ops(const kda_phase_times *p) {
+// The same step by op (largest first), down to min_share of the step; the rest on one line.
+static void print_ops(const kda_phase_times *p, double min_share) {
     double wall = p->wall_ms > 0 ? p->wall_ms : 1, rest = 0;
     int more = 0;
     printf("  one step by op (device ms, share of the step, calls, phase; a GEMM's TFLOP/s):\n");
     for (int i = 0; i < p->n_op; i++) {
         const kda_op_time *o = &p->op[i];
-        if (o->ms < 0.005 * wall) {
+        if (o->ms < min_share * wall) {
             rest += o->ms, more++;
             continue;
         }
@@ -44,7 +44,7 @@ static void print_ops(const kda_phase_times *p) {
     if (more) printf("    %d more ops, each under 0.5%%: %.2f ms (%.1f%%)\n", more, rest, 100 * rest / wall);
 }
 
-static void print_result(const kda_bench_result *r, int steps, double peak_tflops) {
+static void print_result(const kda_bench_result *r, int steps, double peak_tflops, int all_ops) {
     const kda_ops *ops = r->ops;
     double tps = r->tokens_per_s, fpt = r->flops_per_token;
     printf("kda bench: backend %s: %s (%s)\n", ops->name, ops->describe(), kda_backend_reason());
@@ -57,7 +57,7 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
                100 * tps * fpt / (peak_tflops * 1e12), peak_tflops);
     else
         printf("  %.1f GFLOP/s achieved (no peak given: --peak-tflops X for MFU)\n", tps * fpt / 1e9);
-    if (r->has_phases) print_phases(&r->phases), print_ops(&r->phases);
+    if (r->has_phases) print_phases(&r->phases), print_ops(&r->phases, all_ops ? 0 : 0.005);
     const kda_clock_stats *ck = &r->clocks;
     if (ck->samples)
         printf("  GPU clock through the steps: SM median %.0f MHz (min %.0f, card's max %.0f) | power median %.0f W "
@@ -90,13 +90,13 @@ static void print_result(const kda_bench_result *r, int steps, double peak_tflop
 int cmd_bench(int argc, char **argv) {
     kda_config cfg;
     kda_config_defaults(&cfg);
-    int steps = 5, warmup = 1, gemm_survey = 0;
+    int steps = 5, warmup = 1, gemm_survey = 0, all_ops = 0;
     double peak_tflops = -1;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: kda bench [CONFIG.yaml] [--set key=value]... [--device D] [--steps N] [--warmup N]\n"
-                   "                 [--peak-tflops X] [--gemm-survey]\n"
+                   "                 [--peak-tflops X] [--gemm-survey] [--all-ops]\n"
                    "Times training steps of CONFIG's model at micro_batch_size x seq_length on random tokens and\n"
                    "prints ms/step, tokens/s, model FLOPs/token (kda-model.md §7), MFU and planned memory.\n"
                    "  --set key=value   override one key of CONFIG (repeatable)\n"
@@ -105,7 +105,8 @@ int cmd_bench(int argc, char **argv) {
                    "  --warmup N        untimed steps first (default 1)\n"
                    "  --peak-tflops X   the MFU denominator (default: 989.4 on CUDA, none on the CPU)\n"
                    "  --gemm-survey     afterwards, time the GEMM library's other algorithms for every GEMM of\n"
-                   "                    the step (a table per problem), then the steps again with the fastest\n");
+                   "                    the step (a table per problem), then the steps again with the fastest\n"
+                   "  --all-ops         list every op of the profiled step (default: those of 0.5%% or more)\n");
             return 0;
         }
         if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--steps") ||
@@ -117,9 +118,12 @@ int cmd_bench(int argc, char **argv) {
                 kda_cli_device("bench", v);
             continue;
         }
-        if (!strcmp(argv[i], "--gemm-survey")) {
+        if (!strcmp(argv[i], "--gemm-survey") || !strcmp(argv[i], "--all-ops")) {
             kda_cli_flag("bench", argv[i]);
-            gemm_survey = 1;
+            if (!strcmp(argv[i], "--all-ops"))
+                all_ops = 1;
+            else
+                gemm_survey = 1;
             continue;
         }
         if (argv[i][0] == '-') kda_cli_usage_error("bench", "unknown option '%s'", argv[i]);
@@ -147,6 +151,6 @@ int cmd_bench(int argc, char **argv) {
     }
     kda_config_finalize(&cfg);
     kda_bench_result r = kda_bench_train_steps(&cfg, steps, warmup, gemm_survey);
-    print_result(&r, steps, peak_tflops < 0 ? r.ops->peak_tflops : peak_tflops);
+    print_result(&r, steps, peak_tflops < 0 ? r.ops->peak_tflops : peak_tflops, all_ops);
     return 0;
 }

@@ -46,7 +46,7 @@ int cu_prof_push(int phase, const char *name) {
     int i = n_spans++;
     spans[i].phase = phase;
     spans[i].name = name;
-    spans[i].flops = 0;
+    spans[i].flops = 0, spans[i].ms = 0;
     spans[i].parent = depth > 0 ? stack[depth - 1] : -1;
     stack[depth++] = i;
     CU_CHECK(cudaEventRecord(spans[i].t0, cu_stream));
@@ -75,7 +75,6 @@ void cu_profile_end(kda_phase_times *out) {
     CU_CHECK(cudaStreamSynchronize(cu_stream));
     KDA_CHECK(!overflow, "step profile: more than %d op calls or nesting deeper than %d", MAX_SPANS, MAX_DEPTH);
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < n_spans; i++) spans[i].ms = 0;
     for (int i = 0; i < n_spans; i++) { // each span's own time: its interval less its children's
         float ms = 0;
         CU_CHECK(cudaEventElapsedTime(&ms, spans[i].t0, spans[i].t1));
