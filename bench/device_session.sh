@@ -770,6 +770,11 @@ k1) # bench/pending/kda-core-spans (session 36; no device time was left to run i
         grep -E "step |phase|by op|^    " "$OUTDIR/bench_300M_32_${set#*=}.txt" | head -90
     done
     lap "300M op tables"
+    echo "== 1B 16x2048, the config's recompute set"
+    timeout 150 $N/kda bench configs/kda-1B.yaml --device cuda --steps 4 --warmup 1 --all-ops \
+        > "$OUTDIR/bench_1B_16.txt" 2>&1
+    grep -E "step |phase|by op|^    " "$OUTDIR/bench_1B_16.txt" | head -90
+    lap "1B op table"
     ;;
 z1) # session 36: the gradient scratch allocated before the layers (a layer's z placed in its dz
     # by layer_buffers alone): the device tests, same_bits.sh against the build before (kda_base),
