@@ -837,6 +837,24 @@ e1) # session 34: the step is held by the 700 W cap, so a faster step is one tha
         --steps 20 --warmup 1 --gemm-survey | grep -E "step |GEMM survey: [0-9]|surveyed|energy"
     lap "GEMM survey"
     ;;
+g1) # session 37: cuBLASLt's candidates timed as the step runs them: 40 ms each on operands of the
+    # step's scale (session 35's survey timed 10 calls on zeros, at a clock and power the capped
+    # step never sees: alone 3.3% faster, the step +0.3%). The 300M 32 x 2048 default step, then
+    # the steps with the surveyed algorithms in the same process, then the default again (20 steps
+    # each); the 1B the same way at 16 x 2048
+    export STEPS=20
+    echo "== 300M 32x2048, selective, --gemm-survey (40 ms a candidate, random operands)"
+    timeout 240 $N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
+        --steps 20 --warmup 1 --gemm-survey > "$OUTDIR/survey_300M_32.txt" 2>&1
+    grep -E "step |GEMM survey: [0-9]|surveyed|energy|GPU clock" "$OUTDIR/survey_300M_32.txt"
+    bench300 $N "300M 32x2048, selective, default (after the survey)" ""
+    lap "300M GEMM survey"
+    echo "== 1B 16x2048, --gemm-survey"
+    timeout 240 $N/kda bench configs/kda-1B.yaml --device cuda --steps 16 --warmup 1 --gemm-survey \
+        > "$OUTDIR/survey_1B_16.txt" 2>&1
+    grep -E "step |GEMM survey: [0-9]|surveyed|energy|GPU clock" "$OUTDIR/survey_1B_16.txt"
+    lap "1B GEMM survey"
+    ;;
 r1) # deliverable 3's bound (selective recompute <= 3% of the step's speed): the configs' default
     # selective set against no recompute at 300M 32 x 2048, alternating, 20 timed steps each
     # (session 35's H100: 3.7%)

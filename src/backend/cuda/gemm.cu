@@ -156,14 +156,28 @@ void cu_gemm_cd(int ta, int tb, int m, int n, int k, const void *A, int lda, con
 
 // ---- algorithm survey ----
 
-enum { SURVEY_ALGOS = 16, SURVEY_REPS = 10 };
+// Each candidate runs for at least SURVEY_MS (reps set once per problem from the heuristic's
+// time), so that the card sits at its power limit as it does through a training step: a GEMM
+// timed for a few calls runs at a clock the step never sees.
+enum { SURVEY_ALGOS = 16, SURVEY_MAX_REPS = 400 };
+static const float SURVEY_MS = 40.0f;
 
-// Mean time of one call of algo on p's problem with the given operands (ms), or -1
-// when cuBLASLt refuses it.
-static float survey_time(plan *p, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *C,
+// Operands of the step's scale (|x| < 0.05, hashed from the index): the tensor cores draw less
+// power on zeros, which would again time a candidate above the step's clock.
+__global__ void survey_fill_kernel(bf16 *x, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        x[i] = f2bf(((float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
+    }
+}
+
+// Mean time of one call of algo on p's problem with the given operands over reps calls (ms), or
+// -1 when cuBLASLt refuses it.
+static float survey_time(plan *p, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *C, int reps,
                          cudaEvent_t e0, cudaEvent_t e1) {
     float alpha = 1.0f, beta = p->beta;
-    for (int r = 0; r < SURVEY_REPS + 2; r++) {
+    for (int r = 0; r < reps + 2; r++) {
         if (r == 2) CU_CHECK(cudaEventRecord(e0, cu_stream));
         cublasStatus_t st = cublasLtMatmul(lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc, algo,
                                            workspace, WORKSPACE_BYTES, cu_stream);
@@ -173,7 +187,7 @@ static float survey_time(plan *p, const cublasLtMatmulAlgo_t *algo, const void *
     CU_CHECK(cudaEventSynchronize(e1));
     float ms;
     CU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    return ms / SURVEY_REPS;
+    return ms / reps;
 }
 
 struct survey_row {
@@ -183,7 +197,8 @@ struct survey_row {
     cublasLtMatmulAlgo_t best_algo;
 };
 
-// Times p's candidates on zeroed scratch operands of its shapes; false when they do not fit.
+// Times p's candidates on scratch operands of its shapes (survey_fill_kernel); false when they
+// do not fit.
 static bool survey_plan(plan *p, survey_row *row, cudaEvent_t e0, cudaEvent_t e1) {
     const plan_key *k = &p->key;
     size_t a = (size_t)k->lda * (k->ta ? k->m : k->k) * 2, b = (size_t)k->ldb * (k->tb ? k->k : k->n) * 2;
@@ -195,15 +210,21 @@ static bool survey_plan(plan *p, survey_row *row, cudaEvent_t e0, cudaEvent_t e1
     }
     char *A = buf, *B = A + ((a + 255) & ~(size_t)255), *C = B + ((b + 255) & ~(size_t)255);
     char *bp = C + ((c + 255) & ~(size_t)255);
-    CU_CHECK(cudaMemsetAsync(buf, 0, a + b + c + bias + 1024, cu_stream));
+    size_t n_bf16 = (a + b + c + bias + 1024) / 2;
+    survey_fill_kernel<<<(unsigned)((n_bf16 + 255) / 256 < 4096 ? (n_bf16 + 255) / 256 : 4096), 256, 0, cu_stream>>>(
+        (bf16 *)buf, n_bf16);
+    CU_CHECK(cudaGetLastError());
     if (k->bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
     cublasLtMatmulHeuristicResult_t res[SURVEY_ALGOS];
     row->p = p, row->n = plan_heuristics(p, res, SURVEY_ALGOS), row->best = 0;
-    row->heur_ms = survey_time(p, &p->algo, A, B, C, e0, e1), row->best_ms = row->heur_ms;
+    float once = survey_time(p, &p->algo, A, B, C, 1, e0, e1);
+    int reps = once > 0 ? (int)(SURVEY_MS / once) + 1 : 1;
+    reps = reps < SURVEY_MAX_REPS ? reps : SURVEY_MAX_REPS;
+    row->heur_ms = survey_time(p, &p->algo, A, B, C, reps, e0, e1), row->best_ms = row->heur_ms;
     row->best_algo = p->algo;
     for (int i = 1; i < row->n; i++) {
-        float t = survey_time(p, &res[i].algo, A, B, C, e0, e1);
+        float t = survey_time(p, &res[i].algo, A, B, C, reps, e0, e1);
         if (t > 0 && t < row->best_ms) row->best_ms = t, row->best = i, row->best_algo = res[i].algo;
     }
     CU_CHECK(cudaFree(buf));
