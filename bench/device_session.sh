@@ -837,6 +837,30 @@ e1) # session 34: the step is held by the 700 W cap, so a faster step is one tha
         --steps 20 --warmup 1 --gemm-survey | grep -E "step |GEMM survey: [0-9]|surveyed|energy"
     lap "GEMM survey"
     ;;
+p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the next chunk's loads in
+    # flight (kda: 5 blocks an SM, kda4: 4, no spill); kda_base = main 2cb2a1e. The device tests with
+    # racecheck, the same bits as main's (same_bits.sh: none and selective; kda4 against kda), then the
+    # 300M 32 x 2048 step, three builds alternating, two rounds: the prep's in-step time (op table)
+    export KDA_RACECHECK=1
+    tests_on $N ops,kda,step,decode,sanitizer 260 device_log_native.txt "device tests (ops, kda, step, decode, sanitizer)"
+    for rc in null selective; do
+        echo "== same_bits.sh, kda_base against kda, recompute_granularity=$rc"
+        SAME_BITS_A_SET=recompute_granularity=$rc SAME_BITS_B_SET=recompute_granularity=$rc \
+            timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -1
+    done
+    echo "== same_bits.sh, kda against kda4, selective"
+    timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda4 | tail -1
+    lap "same bits"
+    for r in 1 2; do
+        for b in kda_base kda kda4; do
+            echo "== 300M 32x2048 selective, $b, round $r"
+            timeout 90 $N/$b bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
+                --set global_batch_size=32 --steps 8 --warmup 1 --all-ops > "$OUTDIR/p37_${b}_$r.txt" 2>&1
+            grep -E "step |phase|: prep|energy" "$OUTDIR/p37_${b}_$r.txt"
+        done
+    done
+    lap "prep A/B in the step"
+    ;;
 g1) # session 37: cuBLASLt's candidates timed as the step runs them: 40 ms each on operands of the
     # step's scale (session 35's survey timed 10 calls on zeros, at a clock and power the capped
     # step never sees: alone 3.3% faster, the step +0.3%). The 300M 32 x 2048 default step, then
