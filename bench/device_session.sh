@@ -151,6 +151,13 @@ bench300() { # dir (its kda) or a kda binary, label, extra --set options (k=v ..
     timeout 120 "$bin" bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 \
         --steps "${STEPS:-4}" --warmup 1 "${extra[@]}" | grep -E "backend cuda:|step |phase|GEMMs|GPU clock|energy|memory"
 }
+same_bits_rc() { # kda A, kda B: tests/cuda/same_bits.sh of the two, with recompute none, then selective
+    for rc in null selective; do
+        echo "== same_bits.sh, ${1##*/} against ${2##*/}, recompute_granularity=$rc"
+        SAME_BITS_A_SET=recompute_granularity=$rc SAME_BITS_B_SET=recompute_granularity=$rc \
+            timeout 90 bash tests/cuda/same_bits.sh "$1" "$2" | tail -1
+    done
+}
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     fla_wheels_install
     export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 PYTHONUNBUFFERED=1
@@ -780,11 +787,7 @@ z1) # session 36: the gradient scratch allocated before the layers (a layer's z 
     # by layer_buffers alone): the device tests, same_bits.sh against the build before (kda_base),
     # with the tiny config's none and with selective, and the 300M step's peak (29.68 GiB before)
     tests_on $N ops,step 120 device_log_native.txt "device tests (ops, step)"
-    for rc in null selective; do
-        echo "== same_bits.sh, kda_base against kda, recompute_granularity=$rc"
-        SAME_BITS_A_SET=recompute_granularity=$rc SAME_BITS_B_SET=recompute_granularity=$rc \
-            timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -1
-    done
+    same_bits_rc $N/kda_base $N/kda
     lap "same bits"
     STEPS=4 bench300 $N "300M 32x2048, selective (default set)" ""
     lap "300M step"
@@ -843,11 +846,7 @@ p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the
     # 300M 32 x 2048 step, three builds alternating, two rounds: the prep's in-step time (op table)
     export KDA_RACECHECK=1
     tests_on $N ops,kda,step,decode,sanitizer 260 device_log_native.txt "device tests (ops, kda, step, decode, sanitizer)"
-    for rc in null selective; do
-        echo "== same_bits.sh, kda_base against kda, recompute_granularity=$rc"
-        SAME_BITS_A_SET=recompute_granularity=$rc SAME_BITS_B_SET=recompute_granularity=$rc \
-            timeout 90 bash tests/cuda/same_bits.sh $N/kda_base $N/kda | tail -1
-    done
+    same_bits_rc $N/kda_base $N/kda
     echo "== same_bits.sh, kda against kda4, selective"
     timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda4 | tail -1
     lap "same bits"
