@@ -860,6 +860,13 @@ p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the
     done
     lap "prep A/B in the step"
     ;;
+n37) # session 37: ncu's full set with stall samples on the step's kernels below their bandwidth (the
+    # persistent prep of p37 was slower, so the prep is held by something other than its loads):
+    # the forward's prep, rmsnorm and conv; the backward's conv, its column sums, the gated norm
+    nbench="$N/kda bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 --set global_batch_size=32 --steps 1 --warmup 0"
+    ncu_source "kda_prep_kernel|rmsnorm_fwd_vec|conv_silu_fwd_stream" 3 fwd_small "$nbench"
+    ncu_source "conv_silu_bwd_pair|colreduce_add_kernel|gated_rmsnorm_bwd_vec" 5 bwd_small "$nbench"
+    ;;
 g1) # session 37: cuBLASLt's candidates timed as the step runs them: 40 ms each on operands of the
     # step's scale (session 35's survey timed 10 calls on zeros, at a clock and power the capped
     # step never sees: alone 3.3% faster, the step +0.3%). The 300M 32 x 2048 default step, then
