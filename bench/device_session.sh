@@ -158,6 +158,18 @@ same_bits_rc() { # kda A, kda B: tests/cuda/same_bits.sh of the two, with recomp
             timeout 90 bash tests/cuda/same_bits.sh "$1" "$2" | tail -1
     done
 }
+ops_ab() { # tag, op-table pattern, builds...: the 300M 32 x 2048 selective step of each build in
+    # turn, two rounds, 8 timed steps, the step line, the phases and the op rows matching the pattern
+    local tag=$1 pat=$2 r b; shift 2
+    for r in 1 2; do
+        for b in "$@"; do
+            echo "== 300M 32x2048 selective, $b, round $r"
+            timeout 90 $N/$b bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
+                --set global_batch_size=32 --steps 8 --warmup 1 --all-ops > "$OUTDIR/${tag}_${b}_$r.txt" 2>&1
+            grep -E "step |phase|$pat|energy" "$OUTDIR/${tag}_${b}_$r.txt"
+        done
+    done
+}
 fla_env() { # FLA from the carried wheels, Triton's cache carried between calls
     fla_wheels_install
     export TRITON_CACHE_DIR=/tmp/triton_cache TRITON_CACHE_AUTOTUNING=1 PYTHONUNBUFFERED=1
@@ -850,14 +862,17 @@ p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the
     echo "== same_bits.sh, kda against kda4, selective"
     timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda4 | tail -1
     lap "same bits"
-    for r in 1 2; do
-        for b in kda_base kda kda4; do
-            echo "== 300M 32x2048 selective, $b, round $r"
-            timeout 90 $N/$b bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
-                --set global_batch_size=32 --steps 8 --warmup 1 --all-ops > "$OUTDIR/p37_${b}_$r.txt" 2>&1
-            grep -E "step |phase|: prep|energy" "$OUTDIR/p37_${b}_$r.txt"
-        done
-    done
+    ops_ab p37 ": prep" kda_base kda kda4
+    lap "prep A/B in the step"
+    ;;
+p38) # session 37 (branch s37-norm): the prep's K = 32 norms by two threads a row, the same bits
+    # (kda_base = main 4f8a9bb): the device tests with racecheck, same_bits.sh with none and
+    # selective, then the 300M 32 x 2048 step alternating, two rounds, the prep's op-table rows
+    export KDA_RACECHECK=1
+    tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "device tests (ops, kda, step, decode, sanitizer)"
+    same_bits_rc $N/kda_base $N/kda
+    lap "same bits"
+    ops_ab p38 ": prep" kda_base kda
     lap "prep A/B in the step"
     ;;
 n37) # session 37: ncu's full set with stall samples on the step's kernels below their bandwidth (the
