@@ -865,8 +865,8 @@ p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the
     ops_ab p37 ": prep" kda_base kda kda4
     lap "prep A/B in the step"
     ;;
-p38) # session 37 (branch s37-norm): the prep's K = 32 norms by two threads a row, the same bits
-    # (kda_base = main 4f8a9bb): the device tests with racecheck, same_bits.sh with none and
+p38) # session 37: bench/pending/prep-norm-k32 applied (the prep's K = 32 norms by two threads a row,
+    # the same bits; kda_base = main's kda): the device tests with racecheck, same_bits.sh with none and
     # selective, then the 300M 32 x 2048 step alternating, two rounds, the prep's op-table rows
     export KDA_RACECHECK=1
     tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "device tests (ops, kda, step, decode, sanitizer)"
