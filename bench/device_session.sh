@@ -865,15 +865,15 @@ p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the
     ops_ab p37 ": prep" kda_base kda kda4
     lap "prep A/B in the step"
     ;;
-p38) # session 37: bench/pending/prep-norm-k32 applied (0001: the prep's K = 32 norms by two threads a
-    # row; 0002: Γ's rows at an odd pitch; the same bits), kda_base = main's kda, kda_01 (when
-    # carried) = 0001 alone: the device tests with racecheck, same_bits.sh with none and
+p38) # bench/pending/next-s38 applied (the prep's K = 32 norms by two threads a row, Γ's rows at an
+    # odd pitch, rmsnorm_fwd's pieces loaded together; the same bits), kda_base = main's kda,
+    # kda_01 (when carried) = 0001 alone: the device tests with racecheck, same_bits.sh with none and
     # selective, then the 300M 32 x 2048 step alternating, two rounds, the prep's op-table rows
     export KDA_RACECHECK=1
     tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "device tests (ops, kda, step, decode, sanitizer)"
     same_bits_rc $N/kda_base $N/kda
     lap "same bits"
-    ops_ab p38 ": prep" kda_base kda $([ -x $N/kda_01 ] && echo kda_01)
+    ops_ab p38 ": prep|rmsnorm_fwd" kda_base kda $([ -x $N/kda_01 ] && echo kda_01)
     lap "prep A/B in the step"
     ;;
 n37) # session 37: ncu's full set with stall samples on the step's kernels below their bandwidth (the
