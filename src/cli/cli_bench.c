@@ -41,7 +41,9 @@ static void print_ops(const kda_phase_times *p, double min_share) {
         if (o->flops > 0) printf("%*s %5.0f", 13 - (int)strlen(ph), "", o->flops / (o->ms * 1e9));
         putchar('\n');
     }
-    if (more) printf("    %d more ops, each under 0.5%%: %.2f ms (%.1f%%)\n", more, rest, 100 * rest / wall);
+    if (more)
+        printf("    %d more ops, each under %.1f%%: %.2f ms (%.1f%%)\n", more, 100 * min_share, rest,
+               100 * rest / wall);
 }
 
 static void print_result(const kda_bench_result *r, int steps, double peak_tflops, int all_ops) {

@@ -211,9 +211,8 @@ static bool survey_plan(plan *p, survey_row *row, cudaEvent_t e0, cudaEvent_t e1
     char *A = buf, *B = A + ((a + 255) & ~(size_t)255), *C = B + ((b + 255) & ~(size_t)255);
     char *bp = C + ((c + 255) & ~(size_t)255);
     size_t n_bf16 = (a + b + c + bias + 1024) / 2;
-    survey_fill_kernel<<<(unsigned)((n_bf16 + 255) / 256 < 4096 ? (n_bf16 + 255) / 256 : 4096), 256, 0, cu_stream>>>(
-        (bf16 *)buf, n_bf16);
-    CU_CHECK(cudaGetLastError());
+    survey_fill_kernel<<<cu_blocks(n_bf16, 256, 4096), 256, 0, cu_stream>>>((bf16 *)buf, n_bf16);
+    CU_LAUNCHED();
     if (k->bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
     cublasLtMatmulHeuristicResult_t res[SURVEY_ALGOS];
