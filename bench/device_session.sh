@@ -119,7 +119,11 @@
 #   m1: session 35's in-place MLP backward: device tests (ops, step), the new default set against
 #      the old one and none, the peaks of tests/test_mem_plan.c's table;
 #   ts: the device tests ops and step alone; z1: the scratch-first allocation's bits and peak;
-#   k1 (bench/pending/kda-core-spans applied): the 300M op table with the KDA core's kernels;
+#   k1: the 300M and 1B op tables with the KDA core's kernels, every op (--all-ops);
+#   g1: the GEMM survey timed under the power cap, the steps with its choice, 300M and 1B;
+#   p37: the persistent prep (bench/pending/prep-persistent): tests, bits, A/B; n37: ncu stall
+#      samples on the step's kernels below their bandwidth; p38: bench/pending/next-s38's tests
+#      with racecheck, its bits against main, the op rows of main, the series and 0001 alone;
 #   b1: the 1B's recompute sets (cheap modules against the default and none), a 300M op table;
 #   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
 #      run to run and against c5e17b0 (kda_base beside kda);
