@@ -36,10 +36,53 @@ size_t cu_kda_fwd_scratch_bytes(const kda_core_dims *d) {
     return fwd_scratch_layout(s, d->lean, NULL, &sv);
 }
 
+// Column 2i + odd of a pair word i (bf16 bits in the low half for the even column), as fp32.
+__device__ __forceinline__ float bf_of_pair(unsigned w, int odd) {
+    return __uint_as_float(odd ? w & 0xffff0000u : w << 16);
+}
+
+// The l2 norms of a chunk's q and k rows at K = 32 with the warp-per-row form's bits, two threads a
+// row: thread t takes matrix t / 128 (q, k), row (t % 128) / 2 and half h = t % 2. The warp form
+// sums a lane per column with the butterfly xor 16, 8, 4, 2, 1; xor 16 to 2 combine lanes of one
+// parity only, so half h forms the parity-h lanes' tree alone (rounded products, rounded sums, in
+// the same pairs) and one xor-1 shuffle adds the two halves, as the butterfly's last step does.
+// Half h then scales columns [16h, 16h + 16). 256 threads: all of them take part in the shuffle.
+__device__ __forceinline__ void prep_l2norm_k32(bf16 *qs, bf16 *ks, int P, int n, size_t row0, int H,
+                                                const kda_saved &sv) {
+    int m = threadIdx.x >> 7, r = (threadIdx.x & 127) >> 1, h = threadIdx.x & 1;
+    bool live = r < n;
+    bf16 *x = (m ? ks : qs) + r * P;
+    unsigned wd[16]; // the row's 32 bf16 as pairs (columns 2i, 2i + 1 in word i), in registers
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        uint4 v = live ? ((const uint4 *)x)[i] : make_uint4(0, 0, 0, 0);
+        wd[4 * i] = v.x, wd[4 * i + 1] = v.y, wd[4 * i + 2] = v.z, wd[4 * i + 3] = v.w;
+    }
+    float t[8]; // lane 2i + h's square plus lane 2i + 16 + h's: the butterfly's xor-16 step
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float a = bf_of_pair(wd[i], h), b = bf_of_pair(wd[i + 8], h);
+        t[i] = __fadd_rn(__fmul_rn(a, a), __fmul_rn(b, b));
+    }
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) // the xor 8, 4, 2 steps
+#pragma unroll
+        for (int i = 0; i < o; i++) t[i] = __fadd_rn(t[i], t[i + o]);
+    float ss = __fadd_rn(t[0], __shfl_xor_sync(0xffffffffu, t[0], 1)), rs = l2_rstd(ss);
+    __syncwarp(); // both halves have read the row before either writes its half (a shuffle does not order memory)
+    if (!live) return;
+    float y[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++) y[j] = bf_of_pair(h ? wd[8 + j / 2] : wd[j / 2], j & 1) * rs;
+    store16(x + 16 * h, y), store16(x + 16 * h + 8, y + 8);
+    if (h == 0) (m ? sv.rk : sv.rq)[row0 + r * (size_t)H] = rs;
+}
+
 // ---- 1. prep: grid (NT, H, B), 256 threads, dynamic shared memory ----
-// The chunk's rows of q, k, f are staged in shared memory 16 bytes at a time; the norms (a warp
-// per row, lane = key column) and Γ (a warp scan per key column) read them there, and every
-// output is written along its rows, 16 bytes at a time where the row length allows.
+// The chunk's rows of q, k, f are staged in shared memory 16 bytes at a time; the norms (two
+// threads a row at K = 32, else a warp per row, lane = key column) and Γ (a warp scan per key
+// column) read them there, and every output is written along its rows, 16 bytes at a time where
+// the row length allows.
 struct prep_layout {
     int P;               // bf16 row pitch (a multiple of 8)
     size_t G, bt, bytes; // byte offsets of Γ (fp32, pitch P) and β; after q, k, f (bf16)
@@ -81,7 +124,9 @@ __device__ __forceinline__ void put_piece(bf16 *dst, const float *x, int w, bool
 // its time follows the warps in flight an SM. Session 25, H100, 32 x 2048 (ncu): 260 us without
 // the bound, 231-235 with 5, 236-238 with 6 (40 registers, a 32-byte spill), the same bits; prep
 // and intra as one kernel gave nothing (815 us against 260 + 560). Session 26: no longer storing
-// β·v, 231 -> 204 us, with a 32-byte stack on sm_90a (8 before). sm_80 takes 48 registers with no
+// β·v, 231 -> 204 us, with a 32-byte stack on sm_90a (8 before). Session 37: the K = 32 norms by
+// two threads a row (the warp form's shuffle-add chains were ~15% of the stall samples), an 8-byte
+// stack for the recipe's kernel (16 before). sm_80 takes 48 registers with no
 // spill; on sm_100 (not measured) the bound would spill 88 bytes, so none.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 #define KDA_PREP_BOUNDS __launch_bounds__(256)
@@ -116,21 +161,25 @@ __global__ void KDA_PREP_BOUNDS kda_prep_kernel(const kda_shape s_any, const bf1
         betas[threadIdx.x] = sv.beta[row] = sigmoidf_(bf2f(bl[kda_b_at(s, row)]));
     }
     __syncthreads();
-    for (int r = warp; r < n; r += 8) { // l2norm: qn, kn replace q, k in shared memory
-        float sq = 0.0f, sk = 0.0f;
-        for (int d = lane; d < K; d += 32) {
-            float a = bf2f(qs[r * P + d]), e = bf2f(ks[r * P + d]);
-            sq += a * a, sk += e * e;
-        }
-        sq = warp_sum(sq), sk = warp_sum(sk);
-        float rq = l2_rstd(sq), rk = l2_rstd(sk);
-        for (int d = lane; d < K; d += 32) {
-            qs[r * P + d] = f2bf(bf2f(qs[r * P + d]) * rq);
-            ks[r * P + d] = f2bf(bf2f(ks[r * P + d]) * rk);
-        }
-        if (lane == 0) {
-            size_t row = row0 + r * (size_t)s.H;
-            sv.rq[row] = rq, sv.rk[row] = rk;
+    if (K == 32) { // the recipe's heads: qn, kn over q, k by two threads a row (prep_l2norm_k32)
+        prep_l2norm_k32(qs, ks, P, n, row0, s.H, sv);
+    } else { // l2norm, a warp per row: qn, kn replace q, k in shared memory
+        for (int r = warp; r < n; r += 8) {
+            float sq = 0.0f, sk = 0.0f;
+            for (int d = lane; d < K; d += 32) {
+                float a = bf2f(qs[r * P + d]), e = bf2f(ks[r * P + d]);
+                sq += a * a, sk += e * e;
+            }
+            sq = warp_sum(sq), sk = warp_sum(sk);
+            float rq = l2_rstd(sq), rk = l2_rstd(sk);
+            for (int d = lane; d < K; d += 32) {
+                qs[r * P + d] = f2bf(bf2f(qs[r * P + d]) * rq);
+                ks[r * P + d] = f2bf(bf2f(ks[r * P + d]) * rk);
+            }
+            if (lane == 0) {
+                size_t row = row0 + r * (size_t)s.H;
+                sv.rq[row] = rq, sv.rk[row] = rk;
+            }
         }
     }
     // Γ: per key column, an inclusive warp scan of α over the chunk's rows (lane: rows lane and lane+32)
