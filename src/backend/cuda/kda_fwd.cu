@@ -85,14 +85,16 @@ __device__ __forceinline__ void prep_l2norm_k32(bf16 *qs, bf16 *ks, int P, int n
 // the row length allows.
 struct prep_layout {
     int P;               // bf16 row pitch (a multiple of 8)
-    size_t G, bt, bytes; // byte offsets of Γ (fp32, pitch P) and β; after q, k, f (bf16)
+    int PG;              // Γ's fp32 row pitch, odd: a warp's 32 rows of one column in 32 banks
+    size_t G, bt, bytes; // byte offsets of Γ (fp32, pitch PG) and β; after q, k, f (bf16)
 };
 static __host__ __device__ inline prep_layout prep_layout_of(const kda_shape &s) {
     prep_layout L;
     L.P = ((s.K + 7) & ~7) + 8;
+    L.PG = (s.K + 1) | 1;
     size_t rows = (size_t)KDA_MAX_C * L.P;
     L.G = 3 * rows * sizeof(bf16);
-    L.bt = L.G + rows * sizeof(float);
+    L.bt = L.G + (size_t)KDA_MAX_C * L.PG * sizeof(float);
     L.bytes = L.bt + KDA_MAX_C * sizeof(float);
     return L;
 }
@@ -144,7 +146,7 @@ __global__ void KDA_PREP_BOUNDS kda_prep_kernel(const kda_shape s_any, const bf1
     bf16 *qs = (bf16 *)prep_raw, *ks = qs + KDA_MAX_C * L.P, *fs = ks + KDA_MAX_C * L.P;
     float *Gs = (float *)(prep_raw + L.G), *betas = (float *)(prep_raw + L.bt);
     int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int n = min(s.C, s.T - c * s.C), K = s.K, P = L.P;
+    int n = min(s.C, s.T - c * s.C), K = s.K, P = L.P, PG = L.PG;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     size_t row0 = kda_row(s, b, c, h, 0), rsK = (size_t)s.H * K;
     bool vk = K % 8 == 0 && ((uintptr_t)q & 15) == 0 && ((uintptr_t)k & 15) == 0 && ((uintptr_t)f & 15) == 0;
@@ -194,16 +196,22 @@ __global__ void KDA_PREP_BOUNDS kda_prep_kernel(const kda_shape s_any, const bf1
             if (lane >= o) a0 += t0, a1 += t1;
         }
         a1 += __shfl_sync(0xffffffffu, a0, 31);
-        if (lane < n) Gs[lane * P + d] = a0;
-        if (lane + 32 < n) Gs[(lane + 32) * P + d] = a1;
+        if (lane < n) Gs[lane * PG + d] = a0;
+        if (lane + 32 < n) Gs[(lane + 32) * PG + d] = a1;
     }
     __syncthreads();
     bool vo = K % 8 == 0; // the saved buffer's parts are 256-byte aligned (cu_carve)
-    const float *gl = Gs + (n - 1) * P;
+    const float *gl = Gs + (n - 1) * PG;
     for (int e = threadIdx.x; e < n * ((K + 7) / 8); e += blockDim.x) {
         pc.at(e, K);
         size_t g = row0 * K + pc.r * rsK + pc.q;
-        const float *gr = Gs + pc.r * P + pc.q;
+        const float *gr = Gs + pc.r * PG + pc.q; // scalar reads: a warp's 8 rows x 4 pieces, 32 banks
+        if (vo && pc.w == 8) {
+            *(float4 *)(sv.G + g) = make_float4(gr[0], gr[1], gr[2], gr[3]);
+            *(float4 *)(sv.G + g + 4) = make_float4(gr[4], gr[5], gr[6], gr[7]);
+        } else {
+            for (int t = 0; t < pc.w; t++) sv.G[g + t] = gr[t];
+        }
         float be = betas[pc.r], xq[8], xk[8], xb[8];
         for (int t = 0; t < pc.w; t++) {
             float gv = gr[t], qv = bf2f(qs[pc.r * P + pc.q + t]), kv = bf2f(ks[pc.r * P + pc.q + t]);
@@ -213,11 +221,6 @@ __global__ void KDA_PREP_BOUNDS kda_prep_kernel(const kda_shape s_any, const bf1
         }
         copy_piece(sv.qn + g, qs + pc.r * P + pc.q, pc.w, vo);
         copy_piece(sv.kn + g, ks + pc.r * P + pc.q, pc.w, vo);
-        if (vo && pc.w == 8) {
-            *(float4 *)(sv.G + g) = *(const float4 *)gr, *(float4 *)(sv.G + g + 4) = *(const float4 *)(gr + 4);
-        } else {
-            for (int t = 0; t < pc.w; t++) sv.G[g + t] = gr[t];
-        }
         put_piece(sv.qg + g, xq, pc.w, vo);
         put_piece(sv.kg + g, xk, pc.w, vo);
         put_piece(sv.kb + g, xb, pc.w, vo);
