@@ -2,8 +2,8 @@
 # device_call.sh SPEC... — one device call's whole command: device_session.sh's modes in turn under
 # one time limit, then everything they wrote under $OUT packed into $OUT/logs.tgz (the device tool
 # brings back at most 8 files; the ncu reports, *.gz, stay beside it).
-#   SPEC = [h200:]MODE[@BUILD_DIR]: h200: runs MODE only when the card is an H200 (the issue's
-#   table is for that card); @BUILD_DIR sets KDA_DEVICE_DIR for it.
+#   SPEC = [h200:|h100:]MODE[@BUILD_DIR]: h200: runs MODE only when the card is an H200 (the
+#   issue's table is for that card), h100: only when it is not; @BUILD_DIR sets KDA_DEVICE_DIR.
 #   KEEP_TRITON_CACHE=1: bring back the Triton cache that FLA's modes save (else it is dropped).
 #   DEVICE_CALL_S: the seconds all modes may take together (default 540: a call's 600 s less the
 #   machine's start and the transfers).
@@ -18,6 +18,9 @@ for spec in "$@"; do
     if [[ $spec == h200:* ]]; then
         spec=${spec#h200:}
         [[ $card == *H200* ]] || { echo "skip $spec (not an H200)"; continue; }
+    elif [[ $spec == h100:* ]]; then
+        spec=${spec#h100:}
+        [[ $card != *H200* ]] || { echo "skip $spec (an H200)"; continue; }
     fi
     modes+=("$spec")
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/device_call.sh (one device call's modes): with a stand-in device_session.sh and nvidia-smi,
-# an h200: mode is skipped on an H100 and run on an H200, MODE@DIR runs MODE with KDA_DEVICE_DIR=DIR,
+# an h200: mode is skipped on an H100 and run on an H200 (an h100: mode the other way), MODE@DIR runs MODE with KDA_DEVICE_DIR=DIR,
 # the modes share one time limit (DEVICE_CALL_S) and a mode past it is stopped, and what they wrote under
 # $OUT comes back as one logs.tgz beside the .gz files (the device tool returns 8 files at most),
 # with Triton's cache parts dropped unless KEEP_TRITON_CACHE=1.
@@ -35,7 +35,13 @@ KEEP_TRITON_CACHE=1 call h100 g47 > /dev/null
 [ -f "$TMP/out/triton_cache.tgz.part.00" ] && ok "KEEP_TRITON_CACHE=1 keeps the cache parts" ||
   bad "KEEP_TRITON_CACHE=1: $(ls "$TMP/out")"
 rm -rf "$TMP/out"; mkdir -p "$TMP/out"
-call h200 h200:f1@build/m > /dev/null
+log=$(call h200 h200:f1@build/m h100:f1b@build/m)
 tar xzf "$TMP/out/logs.tgz" -C "$TMP" 2>/dev/null && grep -q "f1 dir=build/m" "$TMP/session_f1.txt" 2>/dev/null &&
   ok "on an H200 the h200: mode runs" || bad "h200:f1 on an H200: $(ls "$TMP/out")"
+grep -q "skip f1b@build/m (an H200)" <<<"$log" && [ ! -f "$TMP/session_f1b.txt" ] &&
+  ok "on an H200 the h100: mode is skipped" || bad "h100:f1b on an H200: $log"
+rm -rf "$TMP/out" "$TMP"/session_*; mkdir -p "$TMP/out"
+call h100 h100:f1b@build/m > /dev/null
+tar xzf "$TMP/out/logs.tgz" -C "$TMP" 2>/dev/null && grep -q "f1b dir=build/m" "$TMP/session_f1b.txt" 2>/dev/null &&
+  ok "on an H100 the h100: mode runs" || bad "h100:f1b on an H100: $(ls "$TMP/out")"
 finish
