@@ -124,6 +124,9 @@
 #   p37: the persistent prep (bench/pending/prep-persistent): tests, bits, A/B; n37: ncu stall
 #      samples on the step's kernels below their bandwidth; p38: bench/pending/next-s38's tests
 #      with racecheck, its bits against main, the op rows of main, the series and 0001 alone;
+#   t38: `kda train`'s own tokens/s (its log line) on the 300M at 32 x 2048 a micro-batch, with
+#      the optimizer every micro-batch (as kda bench and the issue's table) and with the recipe's
+#      1024-sequence global batch (32 micro-batches a step), beside kda bench's step;
 #   b1: the 1B's recompute sets (cheap modules against the default and none), a 300M op table;
 #   v36: device tests (ops, step), the parity run with its bits against session 27's, same_bits.sh
 #      run to run and against c5e17b0 (kda_base beside kda);
@@ -939,6 +942,23 @@ m1) # session 35: dgu over gu, z over dz (1 GiB less at selective, 0.5 without r
             --set "$set" --steps 2 --warmup 1 | grep -E "step |memory"
     done
     lap "the memory table's peaks"
+    ;;
+t38) # session 38: what a user of `kda train` sees against kda bench's figure, on real text
+    # (tinyshakespeare tokenized here, carried in $N/data: epochs repeat it), no checkpoints
+    D=$N/data/tinyshakespeare-llama3
+    tr() { # global batch, iterations
+        echo "== kda train 300M, micro-batch 32, global batch $1, $2 iterations"
+        timeout 150 $N/kda train configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
+            --set global_batch_size=$1 --set train_iters=$2 --set lr_warmup_iters=0 --set lr_decay_iters=$2 \
+            --set log_interval=1 --set save= --set load= --set "train_data_path=[$D]" --set split=1000,0,0 \
+            2>&1 | tail -n $(($2 + 4))
+    }
+    tr 32 24
+    lap "train, the optimizer every micro-batch"
+    tr 1024 4
+    lap "train, the recipe's global batch"
+    STEPS=10 bench300 $N "kda bench 300M 32x2048, selective (10 timed steps)" ""
+    lap "bench beside it"
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
