@@ -944,11 +944,12 @@ m1) # session 35: dgu over gu, z over dz (1 GiB less at selective, 0.5 without r
     lap "the memory table's peaks"
     ;;
 t38) # session 38: what a user of `kda train` sees against kda bench's figure, on real text
-    # (tinyshakespeare tokenized here, carried in $N/data: epochs repeat it), no checkpoints
+    # (tinyshakespeare tokenized here, carried in $N/data: epochs repeat it), no checkpoints; -k:
+    # the trainer ends its iteration on SIGTERM
     D=$N/data/tinyshakespeare-llama3
     tr() { # global batch, iterations
         echo "== kda train 300M, micro-batch 32, global batch $1, $2 iterations"
-        timeout 150 $N/kda train configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
+        timeout -k 10 150 $N/kda train configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
             --set global_batch_size=$1 --set train_iters=$2 --set lr_warmup_iters=0 --set lr_decay_iters=$2 \
             --set log_interval=1 --set save= --set load= --set "train_data_path=[$D]" --set split=1000,0,0 \
             2>&1 | tail -n $(($2 + 4))
