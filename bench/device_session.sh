@@ -124,6 +124,9 @@
 #   p37: the persistent prep (bench/pending/prep-persistent): tests, bits, A/B; n37: ncu stall
 #      samples on the step's kernels below their bandwidth; p38: bench/pending/next-s38's tests
 #      with racecheck, its bits against main, the op rows of main, the series and 0001 alone;
+#   c39: bench/pending/ce-chunks (the cross-entropy's chunks equal and 256-aligned): device tests,
+#      its bits against main where one chunk is taken, the 300M and 1B steps against main with the
+#      head's op rows;
 #   t38: `kda train`'s own tokens/s (its log line) on the 300M at 32 x 2048 a micro-batch, with
 #      the optimizer every micro-batch (as kda bench and the issue's table) and with the recipe's
 #      1024-sequence global batch (32 micro-batches a step), beside kda bench's step;
@@ -942,6 +945,26 @@ m1) # session 35: dgu over gu, z over dz (1 GiB less at selective, 0.5 without r
             --set "$set" --steps 2 --warmup 1 | grep -E "step |memory"
     done
     lap "the memory table's peaks"
+    ;;
+c39) # bench/pending/ce-chunks applied (kda, the test binaries), main's kda as kda_base: the
+    # cross-entropy's chunks of equal, 256-aligned rows (16 x 4096 at 65536 tokens, not 15 x 4160
+    # and 3136): device tests (ops: several chunks at the real vocabulary), same_bits.sh against
+    # main (its small model takes one chunk: the same bits), then the 300M 32 x 2048 and the 1B
+    # 16 x 2048 steps of both, alternating, two rounds, with the head's op rows and the peaks
+    tests_on $N ops,step 200 device_log_native.txt "device tests (ops, step)"
+    same_bits_rc $N/kda_base $N/kda
+    lap "same bits"
+    ops_ab c39 "lm_head_ce_acc|GPU memory in use" kda_base kda
+    lap "300M A/B"
+    for r in 1 2; do
+        for b in kda_base kda; do
+            echo "== 1B 16x2048, $b, round $r"
+            timeout 120 $N/$b bench configs/kda-1B.yaml --device cuda --steps 8 --warmup 1 --all-ops \
+                > "$OUTDIR/c39_1B_${b}_$r.txt" 2>&1
+            grep -E "step |phase|lm_head_ce_acc|energy|GPU memory in use" "$OUTDIR/c39_1B_${b}_$r.txt"
+        done
+    done
+    lap "1B A/B"
     ;;
 t38) # session 38: what a user of `kda train` sees against kda bench's figure, on real text
     # (tinyshakespeare tokenized here, carried in $N/data: epochs repeat it), no checkpoints; -k:
