@@ -168,15 +168,16 @@ same_bits_rc() { # kda A, kda B: tests/cuda/same_bits.sh of the two, with recomp
             timeout 90 bash tests/cuda/same_bits.sh "$1" "$2" | tail -1
     done
 }
-ops_ab() { # tag, op-table pattern, builds...: the 300M 32 x 2048 selective step of each build in
-    # turn, two rounds, 8 timed steps, the step line, the phases and the op rows matching the pattern
-    local tag=$1 pat=$2 r b; shift 2
+ops_ab() { # tag, size (300M_32, 1B_16: config and micro-batch x 2048), op-table pattern, builds...: the
+    # configs' default-recompute step of each build in turn, two rounds, 8 timed steps, the step
+    # line, the phases and the op rows matching the pattern
+    local tag=$1 cfg=${2%_*} mb=${2#*_} pat=$3 r b; shift 3
     for r in 1 2; do
         for b in "$@"; do
-            echo "== 300M 32x2048 selective, $b, round $r"
-            timeout 90 $N/$b bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
-                --set global_batch_size=32 --steps 8 --warmup 1 --all-ops > "$OUTDIR/${tag}_${b}_$r.txt" 2>&1
-            grep -E "step |phase|$pat|energy" "$OUTDIR/${tag}_${b}_$r.txt"
+            echo "== $cfg ${mb}x2048, $b, round $r"
+            timeout 120 $N/$b bench configs/kda-$cfg.yaml --device cuda --set micro_batch_size=$mb \
+                --set global_batch_size=$mb --steps 8 --warmup 1 --all-ops > "$OUTDIR/${tag}_${cfg}_${b}_$r.txt" 2>&1
+            grep -E "step |phase|$pat|energy" "$OUTDIR/${tag}_${cfg}_${b}_$r.txt"
         done
     done
 }
@@ -872,7 +873,7 @@ p37) # session 37 (branch s37-prep): the KDA prep with persistent blocks and the
     echo "== same_bits.sh, kda against kda4, selective"
     timeout 90 bash tests/cuda/same_bits.sh $N/kda $N/kda4 | tail -1
     lap "same bits"
-    ops_ab p37 ": prep" kda_base kda kda4
+    ops_ab p37 300M_32 ": prep" kda_base kda kda4
     lap "prep A/B in the step"
     ;;
 p38) # bench/pending/next-s38 applied (the prep's K = 32 norms by two threads a row, Γ's rows at an
@@ -883,7 +884,7 @@ p38) # bench/pending/next-s38 applied (the prep's K = 32 norms by two threads a 
     tests_on $N ops,kda,step,decode,sanitizer 200 device_log_native.txt "device tests (ops, kda, step, decode, sanitizer)"
     same_bits_rc $N/kda_base $N/kda
     lap "same bits"
-    ops_ab p38 ": prep|rmsnorm_fwd" kda_base kda $([ -x $N/kda_01 ] && echo kda_01)
+    ops_ab p38 300M_32 ": prep|rmsnorm_fwd" kda_base kda $([ -x $N/kda_01 ] && echo kda_01)
     lap "prep A/B in the step"
     ;;
 n37) # session 37: ncu's full set with stall samples on the step's kernels below their bandwidth (the
@@ -954,32 +955,25 @@ c39) # bench/pending/ce-chunks applied (kda, the test binaries), main's kda as k
     tests_on $N ops,step 200 device_log_native.txt "device tests (ops, step)"
     same_bits_rc $N/kda_base $N/kda
     lap "same bits"
-    ops_ab c39 "lm_head_ce_acc|GPU memory in use" kda_base kda
+    ops_ab c39 300M_32 "lm_head_ce_acc|GPU memory in use" kda_base kda
     lap "300M A/B"
-    for r in 1 2; do
-        for b in kda_base kda; do
-            echo "== 1B 16x2048, $b, round $r"
-            timeout 120 $N/$b bench configs/kda-1B.yaml --device cuda --steps 8 --warmup 1 --all-ops \
-                > "$OUTDIR/c39_1B_${b}_$r.txt" 2>&1
-            grep -E "step |phase|lm_head_ce_acc|energy|GPU memory in use" "$OUTDIR/c39_1B_${b}_$r.txt"
-        done
-    done
+    ops_ab c39 1B_16 "lm_head_ce_acc|GPU memory in use" kda_base kda
     lap "1B A/B"
     ;;
 t38) # session 38: what a user of `kda train` sees against kda bench's figure, on real text
     # (tinyshakespeare tokenized here, carried in $N/data: epochs repeat it), no checkpoints; -k:
     # the trainer ends its iteration on SIGTERM
     D=$N/data/tinyshakespeare-llama3
-    tr() { # global batch, iterations
+    train_log() { # global batch, iterations: the trainer's log lines
         echo "== kda train 300M, micro-batch 32, global batch $1, $2 iterations"
         timeout -k 10 150 $N/kda train configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
             --set global_batch_size=$1 --set train_iters=$2 --set lr_warmup_iters=0 --set lr_decay_iters=$2 \
             --set log_interval=1 --set save= --set load= --set "train_data_path=[$D]" --set split=1000,0,0 \
             2>&1 | tail -n $(($2 + 4))
     }
-    tr 32 24
+    train_log 32 24
     lap "train, the optimizer every micro-batch"
-    tr 1024 4
+    train_log 1024 4
     lap "train, the recipe's global batch"
     STEPS=10 bench300 $N "kda bench 300M 32x2048, selective (10 timed steps)" ""
     lap "bench beside it"

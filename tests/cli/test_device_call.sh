@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench/device_call.sh (one device call's modes): with a stand-in device_session.sh and nvidia-smi,
-# an h200: mode is skipped on an H100 and run on an H200 (an h100: mode the other way), MODE@DIR runs MODE with KDA_DEVICE_DIR=DIR,
-# the modes share one time limit (DEVICE_CALL_S) and a mode past it is stopped, and what they wrote under
-# $OUT comes back as one logs.tgz beside the .gz files (the device tool returns 8 files at most),
-# with Triton's cache parts dropped unless KEEP_TRITON_CACHE=1.
+# an h200: mode is skipped on an H100 and run on an H200 (an h100: mode the other way), MODE@DIR
+# runs MODE with KDA_DEVICE_DIR=DIR, the modes share one time limit (DEVICE_CALL_S) and a mode past
+# it is stopped, and what they wrote under $OUT comes back as one logs.tgz beside the .gz files (the
+# device tool returns 8 files at most), with Triton's cache parts dropped unless KEEP_TRITON_CACHE=1.
 . "$(dirname "$0")/lib.sh"
 R=$TMP/repo; mkdir -p "$R/bench" "$TMP/out"
 cp bench/device_call.sh "$R/bench/"
