@@ -978,6 +978,12 @@ t38) # session 38: what a user of `kda train` sees against kda bench's figure, o
     STEPS=10 bench300 $N "kda bench 300M 32x2048, selective (10 timed steps)" ""
     lap "bench beside it"
     ;;
+n40) # session 40: where the KDA core's fused kernels (finish, D3, intra) stall at main, after
+    # next-s42's recipe specialisation (the last source profile, session 27's, predates it): their
+    # per-kernel times at 32 x 2048 and ncu's full set with the SASS stall samples
+    ncu_kda_kernels
+    ncu_core_source
+    ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
     fla_env
