@@ -985,23 +985,26 @@ n40) # session 40: where the KDA core's fused kernels (finish, D3, intra) stall 
     ncu_core_source
     ;;
 d40) # session 40 (branch s40-d3f, bench/pending/d3-finish): D3 and the finish as one kernel at the
-    # recipe's sizes (the parts called, each with its own 80 registers); kda_split / kda_inline and
-    # bench_kda_split / _inline: the same binaries with KDA_D3_FINISH_SPLIT=1 (the two kernels) /
-    # KDA_D3_FINISH_INLINE=1 (the parts inlined, 40 bytes of spill); kda_base = main's kda. Device
-    # tests with racecheck, same_bits.sh against main, the core's kernels (ncu) and its time alone,
-    # then the 300M 32 x 2048 step alternating, two rounds, the core's op rows
+    # recipe's sizes, the parts called, each with its own 80 registers (0001), dL between them in
+    # shared memory (0002). kda, bench_kda_cuda, the tests: 0001-0002; *_s1: 0001 alone; *_split /
+    # *_inline: the same binaries with KDA_D3_FINISH_SPLIT=1 (the two kernels) / KDA_D3_FINISH_INLINE=1
+    # (the parts inlined: ~40 bytes of spill); kda_base = main's kda. Device tests with racecheck
+    # (0001's test_cuda_kda too), same_bits.sh against main, the core's kernels (ncu) and its time
+    # alone, then the 300M 32 x 2048 step alternating, two rounds, the core's op rows
     export KDA_RACECHECK=1
     tests_on $N kda,step,sanitizer 200 device_log_native.txt "device tests (kda, step, sanitizer)"
+    echo "== test_kda_s1 (0001 alone)"; timeout 120 $N/test_kda_s1 2>&1 | grep -E "FAIL|passed|failed" | tail -4
     same_bits_rc $N/kda_base $N/kda
+    same_bits_rc $N/kda_base $N/kda_s1
     lap "same bits"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_one.csv"
     ncu_kda_kernels bench_kda_split "$OUTDIR/ncu_kda_split.csv"
-    for k in bench_kda_base bench_kda_cuda bench_kda_inline bench_kda_split bench_kda_base bench_kda_cuda bench_kda_inline; do
+    for k in bench_kda_base bench_kda_cuda bench_kda_s1 bench_kda_inline bench_kda_split bench_kda_base bench_kda_cuda bench_kda_s1; do
         echo "== KDA core, $k"
         timeout 60 $N/$k 16 32 64 | grep "^ours"
     done
     lap "core alone"
-    ops_ab d40 300M_32 "kda_bwd|KDA core" kda_base kda kda_inline
+    ops_ab d40 300M_32 "kda_bwd|KDA core" kda_base kda kda_s1
     lap "300M A/B"
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
