@@ -990,7 +990,8 @@ d40) # session 40 (branch s40-d3f, bench/pending/d3-finish): D3 and the finish a
     # *_inline: the same binaries with KDA_D3_FINISH_SPLIT=1 (the two kernels) / KDA_D3_FINISH_INLINE=1
     # (the parts inlined: ~40 bytes of spill); kda_base = main's kda. Device tests with racecheck
     # (0001's test_cuda_kda too), same_bits.sh against main, the core's kernels (ncu) and its time
-    # alone, then the 300M 32 x 2048 step alternating, two rounds, the core's op rows
+    # alone, the 300M 32 x 2048 step alternating, two rounds, the core's op rows; last, ncu's full
+    # set with stall samples on the one kernel (~2 minutes)
     export KDA_RACECHECK=1
     tests_on $N kda,step,sanitizer 200 device_log_native.txt "device tests (kda, step, sanitizer)"
     echo "== test_kda_s1 (0001 alone)"; timeout 120 $N/test_kda_s1 2>&1 | grep -E "FAIL|passed|failed" | tail -4
@@ -1006,6 +1007,7 @@ d40) # session 40 (branch s40-d3f, bench/pending/d3-finish): D3 and the finish a
     lap "core alone"
     ops_ab d40 300M_32 "kda_bwd|KDA core" kda_base kda kda_s1
     lap "300M A/B"
+    ncu_source "kda_d3_finish" 2 d3f # where the one kernel stalls (SASS with samples: d3f_sass.csv.gz)
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
