@@ -984,17 +984,17 @@ n40) # session 40: where the KDA core's fused kernels (finish, D3, intra) stall 
     ncu_kda_kernels
     ncu_core_source
     ;;
-d40) # session 40 (branch s40-d3f, bench/pending/d3-finish): D3 and the finish as one kernel at the
-    # recipe's sizes, the parts called, each with its own 80 registers (0001), dL between them in
-    # shared memory (0002). kda, bench_kda_cuda, the tests: 0001-0002; *_s1: 0001 alone; *_split /
+d40) # session 40 (bench/pending/d3-finish): D3 and the finish as one kernel at the recipe's sizes,
+    # the parts called, each with its own 80 registers (0002), dL between them in shared memory
+    # (0003). kda, bench_kda_cuda, the tests: 0001-0003; *_s1: 0001-0002; *_split /
     # *_inline: the same binaries with KDA_D3_FINISH_SPLIT=1 (the two kernels) / KDA_D3_FINISH_INLINE=1
     # (the parts inlined: ~40 bytes of spill); kda_base = main's kda. Device tests with racecheck
-    # (0001's test_cuda_kda too), same_bits.sh against main, the core's kernels (ncu) and its time
+    # (0001-0002's test_cuda_kda too), same_bits.sh against main, the core's kernels (ncu) and its time
     # alone, the 300M 32 x 2048 step alternating, two rounds, the core's op rows; last, ncu's full
     # set with stall samples on the one kernel (~2 minutes)
     export KDA_RACECHECK=1
     tests_on $N kda,step,sanitizer 200 device_log_native.txt "device tests (kda, step, sanitizer)"
-    echo "== test_kda_s1 (0001 alone)"; timeout 120 $N/test_kda_s1 2>&1 | grep -E "FAIL|passed|failed" | tail -4
+    echo "== test_kda_s1 (0001-0002)"; timeout 120 $N/test_kda_s1 2>&1 | grep -E "FAIL|passed|failed" | tail -4
     same_bits_rc $N/kda_base $N/kda
     same_bits_rc $N/kda_base $N/kda_s1
     lap "same bits"
