@@ -232,10 +232,11 @@ ncu_step_kernels() { # timeout (s), rows shown, label: per-kernel times of one 3
         --steps 1 --warmup 1 > /dev/null 2>&1
     python3 bench/ncu_summary.py "$OUTDIR/ncu_step.csv" --steps 3 | head -"$2"; lap "$3"
 }
-core_vs_base() { # [sizes] [A] [B]: the KDA core at sizes x 2048 (16 32 64), A then B, twice (default main's
-    # build carried as bench_kda_base, then this one's bench_kda_cuda)
+core_vs_base() { # [sizes] [A] [B] [more...]: the KDA core at sizes x 2048 (16 32 64), A, B, ... in turn,
+    # twice (default main's build carried as bench_kda_base, then this one's bench_kda_cuda)
     local a=${2:-bench_kda_base} b=${3:-bench_kda_cuda}
-    for k in $a $b $a $b; do
+    local more=("${@:4}")
+    for k in $a $b "${more[@]}" $a $b "${more[@]}"; do
         echo "== KDA core, $k"
         [ -x $N/$k ] && timeout 60 $N/$k ${1:-16 32 64} | grep "^ours"
     done
@@ -1000,11 +1001,7 @@ d40) # session 40 (bench/pending/d3-finish): D3 and the finish as one kernel at 
     lap "same bits"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_one.csv"
     ncu_kda_kernels bench_kda_split "$OUTDIR/ncu_kda_split.csv"
-    for k in bench_kda_base bench_kda_cuda bench_kda_s1 bench_kda_inline bench_kda_split bench_kda_base bench_kda_cuda bench_kda_s1; do
-        echo "== KDA core, $k"
-        timeout 60 $N/$k 16 32 64 | grep "^ours"
-    done
-    lap "core alone"
+    core_vs_base "16 32 64" bench_kda_base bench_kda_cuda bench_kda_s1 bench_kda_inline bench_kda_split
     ops_ab d40 300M_32 "kda_bwd|KDA core" kda_base kda kda_s1
     lap "300M A/B"
     ncu_source "kda_d3_finish" 2 d3f # where the one kernel stalls (SASS with samples: d3f_sass.csv.gz)
