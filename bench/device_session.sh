@@ -1006,18 +1006,18 @@ d40) # session 40 (bench/pending/d3-finish): D3 and the finish as one kernel at 
     lap "300M A/B"
     ncu_source "kda_d3_finish" 2 d3f # where the one kernel stalls (SASS with samples: d3f_sass.csv.gz)
     ;;
-d41) # session 41 (bench/pending/d3-bf16, on d3-finish): D3's fp32 intermediates (dVn, dWm, dTinv,
-    # Xc) as single bf16 operands, as FLA rounds them, not bf16 hi + lo pairs (7 of D3's 17 MMA
-    # passes). $N (build/cuda-d41): the series + d3-bf16; build/cuda-d40's kda / bench_kda_cuda (the
-    # series, d3-finish 0001-0003) as kda_ser / bench_kda_ser. The bits change: device tests (kda,
-    # step, decode), the 150-step parity run against session 15's recorded FLA run, the core's
-    # kernels (ncu) and its time alone, the 300M 32 x 2048 step alternating with the series (~5 min)
-    ln -sf ../cuda-d40/kda $N/kda_ser; ln -sf ../cuda-d40/bench_kda_cuda $N/bench_kda_ser
-    tests_on $N kda,step,decode 150 device_log_native.txt "device tests (kda, step, decode)"
+d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dTinv, Xc) as single
+    # bf16 operands, as FLA rounds them, not bf16 hi + lo pairs (7 of D3's 17 MMA passes). $N
+    # (build/cuda-d41): main + d3-bf16; build/cuda-d40's kda_base / bench_kda_base: main. The bits
+    # change: device tests (kda, step, decode, memcheck), the 150-step parity run against session
+    # 15's recorded FLA run, the core's kernels (ncu) and its time alone beside main's, the 300M
+    # 32 x 2048 step alternating with main's (~5 min)
+    ln -sf ../cuda-d40/kda_base $N/kda_base; ln -sf ../cuda-d40/bench_kda_base $N/bench_kda_base
+    tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt "device tests (kda, step, decode)"
     parity_recorded 150 8 spread; lap "parity"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_bf16.csv"
-    core_vs_base "16 32 64" bench_kda_ser bench_kda_cuda
-    ops_ab d41 300M_32 "kda_bwd|KDA core" kda_ser kda
+    core_vs_base "16 32 64"
+    ops_ab d41 300M_32 "kda_bwd|KDA core" kda_base kda
     lap "300M A/B"
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
