@@ -1011,14 +1011,14 @@ d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dT
     # (build/cuda-d41): main + d3-bf16; build/cuda-d40's kda_base / bench_kda_base: main. The bits
     # change: device tests (kda, step, decode, memcheck), the 150-step parity run against session
     # 15's recorded FLA run, the core's kernels (ncu) and its time alone beside main's, the 300M
-    # 32 x 2048 step alternating with main's (~5 min)
+    # 32 x 2048 step alternating with main's, then the parity run (~5 min)
     ln -sf ../cuda-d40/kda_base $N/kda_base; ln -sf ../cuda-d40/bench_kda_base $N/bench_kda_base
     tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt "device tests (kda, step, decode)"
-    parity_recorded 150 8 spread; lap "parity"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_bf16.csv"
     core_vs_base "16 32 64"
     ops_ab d41 300M_32 "kda_bwd|KDA core" kda_base kda
     lap "300M A/B"
+    parity_recorded 150 8 spread; lap "parity" # last: it decides only if the rest is faster
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
