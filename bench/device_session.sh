@@ -1011,13 +1011,24 @@ d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dT
     # (build/cuda-d41): main + d3-bf16; build/cuda-d40's kda_base / bench_kda_base: main. The bits
     # change: device tests (kda, step, decode, memcheck), the 150-step parity run against session
     # 15's recorded FLA run, the core's kernels (ncu) and its time alone beside main's, the 300M
-    # 32 x 2048 step alternating with main's, then the parity run (~5 min)
+    # 32 x 2048 step alternating with main's; main's step at chunk 32 (its generic
+    # kernels) beside 64; then the parity run (~6 min)
     ln -sf ../cuda-d40/kda_base $N/kda_base; ln -sf ../cuda-d40/bench_kda_base $N/bench_kda_base
     tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt "device tests (kda, step, decode)"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_bf16.csv"
     core_vs_base "16 32 64"
     ops_ab d41 300M_32 "kda_bwd|KDA core" kda_base kda
     lap "300M A/B"
+    for r in 1 2; do # main's build at chunk 32 (the generic kernels) beside chunk 64 (the recipe's)
+        for c in 32 64; do
+            echo "== 300M 32x2048, kda_base, kda_chunk_size=$c, round $r"
+            timeout 120 $N/kda_base bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
+                --set global_batch_size=32 --set kda_chunk_size=$c --steps 8 --warmup 1 --all-ops \
+                > "$OUTDIR/d41_c${c}_$r.txt" 2>&1
+            grep -E "step |phase|kda_bwd|KDA core|energy|peak" "$OUTDIR/d41_c${c}_$r.txt"
+        done
+    done
+    lap "chunk 32 / 64"
     parity_recorded 150 8 spread; lap "parity" # last: it decides only if the rest is faster
     ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
