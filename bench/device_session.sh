@@ -170,14 +170,17 @@ same_bits_rc() { # kda A, kda B: tests/cuda/same_bits.sh of the two, with recomp
 }
 ops_ab() { # tag, size (300M_32, 1B_16: config and micro-batch x 2048), op-table pattern, builds...: the
     # configs' default-recompute step of each build in turn, two rounds, 8 timed steps, the step
-    # line, the phases and the op rows matching the pattern
-    local tag=$1 cfg=${2%_*} mb=${2#*_} pat=$3 r b; shift 3
+    # line, the phases and the op rows matching the pattern; a build written kda@key=value runs
+    # with `--set key=value` too
+    local tag=$1 cfg=${2%_*} mb=${2#*_} pat=$3 r b f sets; shift 3
     for r in 1 2; do
         for b in "$@"; do
             echo "== $cfg ${mb}x2048, $b, round $r"
-            timeout 120 $N/$b bench configs/kda-$cfg.yaml --device cuda --set micro_batch_size=$mb \
-                --set global_batch_size=$mb --steps 8 --warmup 1 --all-ops > "$OUTDIR/${tag}_${cfg}_${b}_$r.txt" 2>&1
-            grep -E "step |phase|$pat|energy" "$OUTDIR/${tag}_${cfg}_${b}_$r.txt"
+            sets=(); [[ $b == *@* ]] && sets=(--set "${b#*@}")
+            f="$OUTDIR/${tag}_${cfg}_${b//[@=]/_}_$r.txt"
+            timeout 120 $N/${b%%@*} bench configs/kda-$cfg.yaml --device cuda --set micro_batch_size=$mb \
+                --set global_batch_size=$mb "${sets[@]}" --steps 8 --warmup 1 --all-ops > "$f" 2>&1
+            grep -E "step |phase|$pat|energy" "$f"
         done
     done
 }
@@ -1019,15 +1022,8 @@ d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dT
     core_vs_base "16 32 64"
     ops_ab d41 300M_32 "kda_bwd|KDA core" kda_base kda
     lap "300M A/B"
-    for r in 1 2; do # main's build at chunk 32 (the generic kernels) beside chunk 64 (the recipe's)
-        for c in 32 64; do
-            echo "== 300M 32x2048, kda_base, kda_chunk_size=$c, round $r"
-            timeout 120 $N/kda_base bench configs/kda-300M.yaml --device cuda --set micro_batch_size=32 \
-                --set global_batch_size=32 --set kda_chunk_size=$c --steps 8 --warmup 1 --all-ops \
-                > "$OUTDIR/d41_c${c}_$r.txt" 2>&1
-            grep -E "step |phase|kda_bwd|KDA core|energy|peak" "$OUTDIR/d41_c${c}_$r.txt"
-        done
-    done
+    # main's build at chunk 32 (its generic kernels) beside chunk 64 (the recipe's)
+    ops_ab d41 300M_32 "KDA core|peak" kda_base@kda_chunk_size=32 kda_base@kda_chunk_size=64
     lap "chunk 32 / 64"
     parity_recorded 150 8 spread; lap "parity" # last: it decides only if the rest is faster
     ;;
