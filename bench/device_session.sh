@@ -1014,16 +1014,20 @@ d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dT
     # (build/cuda-d41): main + d3-bf16; build/cuda-d40's kda_base / bench_kda_base: main. The bits
     # change: device tests (kda, step, decode, memcheck), the 150-step parity run against session
     # 15's recorded FLA run, the core's kernels (ncu) and its time alone beside main's, the 300M
-    # 32 x 2048 step alternating with main's; main's step at chunk 32 (its generic
-    # kernels) beside 64; then the parity run (~6 min)
+    # 32 x 2048 step alternating with main's; the step at chunk 32 (main's generic kernels and
+    # bench/pending/c32's) beside 64; then the parity run (~7 min)
     ln -sf ../cuda-d40/kda_base $N/kda_base; ln -sf ../cuda-d40/bench_kda_base $N/bench_kda_base
     tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt "device tests (kda, step, decode)"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_bf16.csv"
     core_vs_base "16 32 64"
     ops_ab d41 300M_32 "kda_bwd|KDA core" kda_base kda
     lap "300M A/B"
-    # main's build at chunk 32 (its generic kernels) beside chunk 64 (the recipe's)
-    ops_ab d41 300M_32 "KDA core|peak" kda_base@kda_chunk_size=32 kda_base@kda_chunk_size=64
+    # chunk 32 against the recipe's 64: main's generic kernels and bench/pending/c32's (kda_c32: the
+    # per-chunk kernels compiled for chunk 32; its test_cuda_kda checks them against the generic ones)
+    echo "== test_cuda_kda_c32"
+    timeout 120 $N/test_cuda_kda_c32 2>&1 | grep -E "FAIL|C=32\)|generic|passed|failed" | tail -12
+    ops_ab d41 300M_32 "KDA core|peak" kda_base@kda_chunk_size=32 kda_c32@kda_chunk_size=32 \
+        kda_base@kda_chunk_size=64
     lap "chunk 32 / 64"
     parity_recorded 150 8 spread; lap "parity" # last: it decides only if the rest is faster
     ;;
