@@ -1031,6 +1031,20 @@ d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dT
     lap "chunk 32 / 64"
     parity_recorded 150 8 spread; lap "parity" # last: it decides only if the rest is faster
     ;;
+d42) # session 41 (bench/pending/d3-bf16 0001-0002), the call after d41 if 0001 held the parity
+    # bound: the backward state scan's dS and dVn as single bf16 operands too. $N (build/cuda-d42):
+    # main + 0001-0002; build/cuda-d41's kda / bench_kda_cuda (0001) as kda_d3 / bench_kda_d3;
+    # build/cuda-d40's kda_base / bench_kda_base: main. Device tests (kda, step, memcheck), the
+    # core alone and the 300M 32 x 2048 step beside both, then the parity run (~5 min)
+    ln -sf ../cuda-d40/kda_base $N/kda_base; ln -sf ../cuda-d40/bench_kda_base $N/bench_kda_base
+    ln -sf ../cuda-d41/kda $N/kda_d3; ln -sf ../cuda-d41/bench_kda_cuda $N/bench_kda_d3
+    tests_on $N kda,step,sanitizer 150 device_log_native.txt "device tests (kda, step)"
+    ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_bf16_scan.csv"
+    core_vs_base "16 32 64" bench_kda_base bench_kda_cuda bench_kda_d3
+    ops_ab d42 300M_32 "kda_bwd|KDA core" kda_base kda kda_d3
+    lap "300M A/B"
+    parity_recorded 150 8 spread; lap "parity"
+    ;;
 f1b) # issue 17's 1B row alone, both sides in one call (FLA's 1B compiles its Triton kernels for
     # minutes; the 300M rows' call may run out of time before it)
     fla_env
