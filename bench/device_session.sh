@@ -1011,11 +1011,11 @@ d40) # session 40 (bench/pending/d3-finish): D3 and the finish as one kernel at 
     ;;
 d41) # session 41 (bench/pending/d3-bf16): D3's fp32 intermediates (dVn, dWm, dTinv, Xc) as single
     # bf16 operands, as FLA rounds them, not bf16 hi + lo pairs (7 of D3's 17 MMA passes). $N
-    # (build/cuda-d41): main + d3-bf16; build/cuda-d40's kda_base / bench_kda_base: main. The bits
-    # change: device tests (kda, step, decode, memcheck), the 150-step parity run against session
-    # 15's recorded FLA run, the core's kernels (ncu) and its time alone beside main's, the 300M
-    # 32 x 2048 step alternating with main's; the step at chunk 32 (main's generic kernels and
-    # bench/pending/c32's) beside 64; then the parity run (~7 min)
+    # (build/cuda-d41): main + d3-bf16 0001; build/cuda-d40's kda_base / bench_kda_base: main. The
+    # bits change. In turn: device tests (kda, step, decode, memcheck), the core's kernels (ncu)
+    # and its time alone beside main's, the 300M 32 x 2048 step alternating with main's; the step
+    # at chunk 32 (main's generic kernels and bench/pending/c32's) beside 64; last, the 150-step
+    # parity run against session 15's recorded FLA run (~7 min)
     ln -sf ../cuda-d40/kda_base $N/kda_base; ln -sf ../cuda-d40/bench_kda_base $N/bench_kda_base
     tests_on $N kda,step,decode,sanitizer 150 device_log_native.txt "device tests (kda, step, decode)"
     ncu_kda_kernels bench_kda_cuda "$OUTDIR/ncu_kda_bf16.csv"
