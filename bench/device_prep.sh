@@ -13,32 +13,20 @@
 #                          A/B mode runs), to keep a carry with several EXTRA builds under 64 MiB
 set -euo pipefail
 cd "$(dirname "$0")/.."
-series_arg=${1:-} series=${1:-} base=${BASE:-main} prep=${KDA_PREP_DIR:-/tmp/kda-device-prep}
+series_arg=${1:-} series=${1:-} base=${BASE:-main}
 [ -z "$series" ] || series=$(cd "$series" && pwd)
 sbase=${SERIES_BASE:-$base}
-mk=(make BUILD=build/dev-sm90a CUDA_ARCHS=90a CUDA_PTX= DEVICE_DIR=build/out)
-mkdir -p "$prep"
+. bench/prep_lib.sh
 
-worktree() { # name rev: a clean worktree of rev at $prep/name
-  local wt=$prep/$1
-  [ -d "$wt" ] && git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
-  git worktree add -q --detach "$wt" "$2"
-}
 patches() { # a series' patches in order, the first N of them when N is given
   local all=("$series"/*.patch)
   [ -e "${all[0]}" ] || { echo "device_prep: no patches in $series" >&2; exit 1; }
   printf '%s\n' "${all[@]:0:${1:-${#all[@]}}}"
 }
-build() { # name rev [N patches]: builds the worktree's device binaries into $prep/name/build/out
-  local name=$1 rev=$2 n=${3:-}
-  worktree "$name" "$rev"
-  if [ -n "$series" ] && [ "$name" != base ]; then
-    mapfile -t ps < <(patches "$n")
-    (cd "$prep/$name" && git am -q --3way "${ps[@]}") || { echo "device_prep: the patches do not apply on $rev" >&2; exit 1; }
-  fi
-  echo "== building $name ($(git -C "$prep/$name" log --oneline -1))"
-  (cd "$prep/$name" && "${mk[@]}" cuda-device-bins -j"$(nproc)" > build.log 2>&1) ||
-    { tail -20 "$prep/$name/build.log"; echo "device_prep: $name did not build" >&2; exit 1; }
+build() { # name rev [N patches]: the series' first N patches (all when N is not given) on rev
+  local name=$1 rev=$2 ps=()
+  [ -n "$series" ] && [ "$name" != base ] && mapfile -t ps < <(patches "${3:-}")
+  prep_build "$name" "$rev" "${ps[@]}" || exit 1
 }
 
 build base "$base"
@@ -66,5 +54,5 @@ mib=$(( ($(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1) + $(du 
 echo "carry [build/cuda-device, .whl] with the tracked files: $mib MiB (the device tool takes 64)"
 [ -d .whl ] || echo "no .whl: download FLA's wheels (docs/cuda.md) if the mode runs FLA"
 for name in base series ${EXTRA:+$(for kv in $EXTRA; do echo "${kv%%=*}"; done)}; do
-  git worktree remove --force "$prep/$name" 2>/dev/null || true
+  prep_drop "$name"
 done
