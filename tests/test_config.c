@@ -2,16 +2,14 @@
 // root: paths are relative to it), write -> load round trips, --set of every value type, and
 // every error path. kda_die exits, so each error case runs in a fork()ed child whose stderr
 // goes to a pipe; the test checks the exit status and what the one-line message names.
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "base/common.h"
 #include "base/config.h"
+#include "test_die.h"
 #include "test_util.h"
 
 #define FIX "tests/data/config/"
@@ -19,58 +17,36 @@
 // ---- running something that must die --------------------------------------------------------
 
 typedef enum { DO_LOAD, DO_SET, DO_SET_FINALIZE } action;
+typedef struct {
+    action a;
+    const char *arg, *arg2;
+} config_job;
 
-// Runs the action in a child; returns its exit status (-1 if it did not exit normally) and
-// its stderr in msg.
-static int run_child(action a, const char *arg, const char *arg2, char *msg, size_t cap) {
-    int fd[2];
-    if (pipe(fd)) {
-        perror("pipe");
-        exit(2);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        exit(2);
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        kda_config c;
-        kda_config_defaults(&c);
-        if (a == DO_LOAD) kda_config_load(&c, arg);
-        if (a == DO_SET || a == DO_SET_FINALIZE) kda_config_set(&c, arg);
-        if (arg2) kda_config_set(&c, arg2);
-        if (a == DO_SET_FINALIZE) kda_config_finalize(&c);
-        _exit(0); // not dying is a failure the parent reports
-    }
-    close(fd[1]);
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(fd[0], msg + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
-        if (n == cap - 1) break;
-    }
-    msg[n] = 0;
-    close(fd[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) {
-            perror("waitpid");
-            exit(2);
-        }
-    if (n && msg[n - 1] == '\n') msg[n - 1] = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+// In the child: the action on a fresh config; returning (not dying) is a failure the parent sees.
+static void config_job_run(void *p) {
+    const config_job *j = p;
+    kda_config c;
+    kda_config_defaults(&c);
+    if (j->a == DO_LOAD) kda_config_load(&c, j->arg);
+    if (j->a == DO_SET || j->a == DO_SET_FINALIZE) kda_config_set(&c, j->arg);
+    if (j->arg2) kda_config_set(&c, j->arg2);
+    if (j->a == DO_SET_FINALIZE) kda_config_finalize(&c);
+}
+
+// Runs the action in a child (test_die.h); its exit status, its stderr without the last newline.
+static t_child run_child(action a, const char *arg, const char *arg2) {
+    config_job j = {a, arg, arg2};
+    t_child r = t_run_child(config_job_run, &j);
+    size_t n = strlen(r.err);
+    if (n && r.err[n - 1] == '\n') r.err[n - 1] = 0;
+    return r;
 }
 
 // Expect exit status 1, one line, starting "kda: error: ", containing each of the NULL-ended needles.
 static void expect_die(const char *what, action a, const char *arg, const char *arg2, ...) {
-    char msg[4096];
-    int rc = run_child(a, arg, arg2, msg, sizeof msg);
+    t_child ch = run_child(a, arg, arg2);
+    const char *msg = ch.err;
+    int rc = ch.status;
     int ok = rc == 1 && !strncmp(msg, "kda: error: ", 12) && !strchr(msg, '\n');
     const char *missing = NULL;
     va_list ap;
@@ -375,9 +351,8 @@ static void test_finalize_errors(void) {
     DIE_FINAL("byte vocab", "tokenizer_type=byte", "vocab_size=100", "vocab_size", "byte");
     DIE_FINAL("adam_beta2 = 1", "adam_beta2=1", NULL, "adam_beta2");
     // and the control: a valid override does not die
-    char msg[256];
-    int rc = run_child(DO_SET_FINALIZE, "lr=1e-3", NULL, msg, sizeof msg);
-    T_CHECK(rc == 0 && !msg[0], "control: a valid --set finalizes (exit %d)", rc);
+    t_child ch = run_child(DO_SET_FINALIZE, "lr=1e-3", NULL);
+    T_CHECK(ch.status == 0 && !ch.err[0], "control: a valid --set finalizes (exit %d)", ch.status);
 }
 
 int main(void) {

@@ -7,7 +7,7 @@
 #   build/cuda-d42    main + d3-bf16 0001-0002
 #   build/carry/{d40,d41,d42}.tar.xz   the last three packed (bench/carry_pack.sh)
 #   .whl              FLA 0.6.0's wheels for the device's Python 3.12, when missing
-# Each build is stripped and names its commit and patches in BUILD_INFO. ~6 minutes from nothing
+# Each build is stripped and names its commit and patches in BUILD_INFO. ~12 minutes from nothing
 # on 2 cores; the worktrees under $KDA_PREP_DIR (bench/prep_lib.sh) are reused while they match.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
