@@ -266,6 +266,7 @@ static double cols_diff(const float *wide, const float *packed, int rows, int n,
                 continue;
             }
             double p = packed[(size_t)r * n + j - c0];
+            if (isnan(v) || isnan(p)) return INFINITY; // an unwritten (poisoned) element fails the check
             md = fmax(md, fabs(v - p)), mx = fmax(mx, fabs(p));
         }
     return md / mx;
@@ -308,6 +309,7 @@ static void test_strided_inputs(void) {
     T_CHECK(ok, "conv bwd: nothing written outside dx's columns");
     T_REL("conv bwd: dw from strided x", cols_diff(cdw1, cdw0, C, Wc, Wc, 0, &ok), 1e-6);
     float *tail0 = zeros((size_t)B * (Wc - 1) * C), *tail1 = zeros((size_t)B * (Wc - 1) * C);
+    for (size_t i = 0; i < n; i++) cy0[i] = cy1[i] = NAN; // the step writes every output anew
     O->conv_silu_step(tail0, cx, C, cw, cy0, B, T, C, Wc);
     O->conv_silu_step(tail1, cxw + cc, cl, cw, cy1, B, T, C, Wc);
     T_REL("conv step: strided x", cols_diff(cy1, cy0, B * T, C, C, 0, &ok), 1e-6);
@@ -315,6 +317,28 @@ static void test_strided_inputs(void) {
     float *bufs[] = {x,  W,  b,   res, xw,  y0,  y1,   dy,   dx0,  dxw,  dW0,   dW1,
                      cx, cw, cxw, cy0, cy1, cdy, cdx0, cdxw, cdw0, cdw1, tail0, tail1};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
+// conv_silu_step against the forward (itself checked against float64 above): one sequence in two
+// blocks, the second continuing from the tail the first left, gives the forward's outputs over the
+// whole sequence, every output written (poisoned before), and the tail its last W−1 inputs.
+static void test_conv_step(void) {
+    int T = 11, T1 = 4, C = 6, W = 4;
+    size_t n = (size_t)T * C;
+    float *x = randf(n, 1), *w = randf(C * W, 0.5), *yf = nanf_buf(n), *ys = nanf_buf(n);
+    float *tail = zeros((size_t)(W - 1) * C);
+    conv_fwd1(O, x, C, w, yf, 1, T, C, W);
+    O->conv_silu_step(tail, x, C, w, ys, 1, T1, C, W);
+    O->conv_silu_step(tail, x + (size_t)T1 * C, C, w, ys + (size_t)T1 * C, 1, T - T1, C, W);
+    int ok;
+    T_REL("conv step: two blocks give the forward's outputs", cols_diff(ys, yf, T, C, C, 0, &ok), 1e-6);
+    T_CHECK(!memcmp(tail, x + (size_t)(T - W + 1) * C, (size_t)(W - 1) * C * sizeof(float)),
+            "conv step: the tail holds the last W-1 inputs");
+    free(x);
+    free(w);
+    free(yf);
+    free(ys);
+    free(tail);
 }
 
 // Two channel groups in one call (ops.h kda_conv_group) against one call a group on the same
@@ -351,21 +375,22 @@ static void test_conv_groups(void) {
     free(x), free(dxa), free(dxb);
 }
 
-static void test_conv(void) {
-    int B = 2, T = 9, C = 5, W = 4, dm[] = {B, T, C, W};
+// At width W over T time steps; W = the backend's max_conv (its widest) with T > W takes every tap.
+static void test_conv(int W, int T) {
+    int B = 2, C = 5, dm[] = {B, T, C, W};
     size_t n = (size_t)B * T * C;
     float *x = randf(n, 1), *w = randf(C * W, 0.5), *y = nanf_buf(n);
     conv_fwd1(O, x, C, w, y, B, T, C, W);
     double *in[] = {to_d(x, n), to_d(w, C * W)}, *ref = kda_malloc(n * sizeof(double));
     ref_conv(in, ref, dm);
-    T_REL("short conv + SiLU fwd", rel_d(y, ref, n), 1e-6);
+    T_REL(W == 4 ? "short conv + SiLU fwd" : "short conv + SiLU fwd, the widest window", rel_d(y, ref, n), 1e-6);
     float *dy = randf(n, 1), *dx = nanf_buf(n), *dw = zeros(C * W);
     conv_bwd1(O, x, C, w, dy, dx, dw, B, T, C, W);
     size_t sz[] = {n, (size_t)C * W};
     double *dyd = to_d(dy, n);
     double *g0 = fd_grad(ref_conv, in, 0, sz, n, dyd, dm), *g1 = fd_grad(ref_conv, in, 1, sz, n, dyd, dm);
-    T_REL("short conv + SiLU bwd dx", rel_d(dx, g0, n), 1e-5);
-    T_REL("short conv + SiLU bwd dw", rel_d(dw, g1, C * W), 1e-5);
+    T_REL(W == 4 ? "short conv + SiLU bwd dx" : "short conv + SiLU bwd dx, the widest window", rel_d(dx, g0, n), 1e-5);
+    T_REL(W == 4 ? "short conv + SiLU bwd dw" : "short conv + SiLU bwd dw, the widest window", rel_d(dw, g1, C * W), 1e-5);
     free(x);
     free(w);
     free(y);
@@ -515,9 +540,11 @@ int main(void) {
     test_rmsnorm();
     test_gnorm();
     test_linear();
-    test_conv();
+    test_conv(4, 9);
+    test_conv(O->max_conv, O->max_conv + 6);
     test_strided_inputs();
     test_conv_groups();
+    test_conv_step();
     test_swiglu();
     test_embed_ce();
     test_optim_ops();

@@ -291,8 +291,19 @@ static void check_batch_size(const kda_config *c, int B, int T) {
                 B, T, c->num_heads, rows);
 }
 
+// The sizes the backend's kernels take (its capabilities), checked before anything is allocated.
+static void check_backend_sizes(const kda_config *c, const kda_ops *ops) {
+    if (c->conv_size > ops->max_conv)
+        kda_die("conv_size %d: the %s backend's short conv takes 1..%d; set conv_size <= %d or use another device",
+                c->conv_size, ops->name, ops->max_conv, ops->max_conv);
+    if (ops->max_chunk && algo_of(c) == KDA_CHUNKED && c->kda_chunk_size > ops->max_chunk)
+        kda_die("kda_chunk_size %d: the %s backend's KDA core takes 1..%d; set kda_chunk_size <= %d", c->kda_chunk_size,
+                ops->name, ops->max_chunk, ops->max_chunk);
+}
+
 kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, int T) {
     check_batch_size(cfg, B, T);
+    check_backend_sizes(cfg, ops);
     kda_model *m = kda_calloc(1, sizeof *m);
     m->cfg = *cfg;
     m->ops = ops;
@@ -311,6 +322,7 @@ kda_model *kda_model_create(const kda_config *cfg, const kda_ops *ops, int B, in
 
 void kda_model_mem_of(const kda_config *c, const kda_ops *ops, int B, int T, kda_model_mem *out) {
     check_batch_size(c, B, T);
+    check_backend_sizes(c, ops);
     kda_model reg = {.cfg = *c}; // the parameter table only
     kda_model_register_params(&reg);
     memset(out, 0, sizeof *out);

@@ -97,6 +97,8 @@ typedef struct kda_ops {
     int work_is_master; // 1: W is the fp32 master itself (the model keeps no working copy)
     int host_memory;    // 1: backend memory is host memory (collectives over MPI; else NCCL)
     double peak_tflops; // the device's dense bf16 peak for MFU in kda bench; 0: none assumed
+    int max_conv;       // the largest conv_size its conv kernels take
+    int max_chunk;      // the largest kda_chunk_size its KDA core takes; 0: any
 
     // ---- memory ----
     void *(*alloc)(size_t bytes); // dies with the numbers on failure

@@ -76,4 +76,13 @@ elif [ $rc -ne 0 ] && grep -q "built without CUDA" <<<"$out"; then
 else
   bad "--mem-plan --device cuda: exit $rc: $out"
 fi
+# sizes the backend's kernels do not take (its capabilities, kda_ops): refused before any allocation
+for kv in conv_size=16 kda_chunk_size=128; do
+  out=$($KDA train configs/tiny-bytes.yaml --mem-plan --device cuda --set $kv 2>&1); rc=$?
+  if [ $rc -ne 0 ] && grep -q "the cuda backend's .* takes 1\.\." <<<"$out"; then ok "--device cuda with $kv refused: $(tail -1 <<<"$out" | cut -c1-90)"
+  elif [ $rc -ne 0 ] && grep -q "built without CUDA" <<<"$out"; then ok "--device cuda with $kv: a build without CUDA names the reason"
+  else bad "--device cuda with $kv: exit $rc: $out"; fi
+done
+out=$($KDA train configs/tiny-bytes.yaml --mem-plan --device cpu --set conv_size=64 2>&1) && ok "the CPU backend takes conv_size 64" ||
+  bad "--device cpu conv_size=64: $out"
 finish

@@ -337,6 +337,8 @@ static void cpu_conv_silu_step(void *tail_, const void *x_, int ldx, const float
     }
 }
 
+enum { CPU_CONV_MAXW = 64 }; // conv_silu_bwd1's per-channel sums: the config's largest conv_size
+
 static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *dy_, void *dx_, float *dw, int B,
                            int T, int C, int W) {
     const float *x = x_, *dy = dy_;
@@ -344,7 +346,7 @@ static void conv_silu_bwd1(const void *x_, int ldx, const float *w, const void *
     // per channel: recompute the pre-activation, then dx and dw; channels are independent
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        double dwc[16] = {0};
+        double dwc[CPU_CONV_MAXW] = {0};
         for (int b = 0; b < B; b++) {
             const float *xb = x + (size_t)b * T * ldx, *dyb = dy + (size_t)b * T * C;
             float *dxb = dx + (size_t)b * T * ldx;
@@ -502,6 +504,7 @@ static const kda_ops cpu_ops = {
     .w_bytes = 4,
     .work_is_master = 1,
     .host_memory = 1,
+    .max_conv = CPU_CONV_MAXW,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,

@@ -7,7 +7,7 @@
 // buffer are read in place.
 #include "backend/cuda/cuda_common.cuh"
 
-enum { MAXW = 8, R = 64, CT = 128 };
+enum { MAXW = CU_CONV_MAXW, R = 64, CT = 128 };
 
 __global__ void conv_silu_fwd_kernel(const bf16 *__restrict__ x, int ldx, const float *__restrict__ w,
                                      bf16 *__restrict__ y, int B, int T, int C, int W) {

@@ -24,6 +24,9 @@ extern "C" {
 
 typedef __nv_bfloat16 bf16;
 
+// The short conv's widest window (conv.cu's and decode.cu's register windows): kda_ops.max_conv.
+enum { CU_CONV_MAXW = 8 };
+
 #define CU_CHECK(call)                                                                                                 \
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \

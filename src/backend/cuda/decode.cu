@@ -11,7 +11,7 @@
 // kda_fwd_state, KDA_CHUNKED: the chunked forward of kda_fwd.cu with the state handed in and out.
 #include "backend/cuda/kda_cuda.cuh"
 
-enum { CONV_MAXW = 8 };
+enum { CONV_MAXW = CU_CONV_MAXW };
 
 __global__ void conv_silu_step_kernel(bf16 *__restrict__ tail, const bf16 *__restrict__ x, int ldx,
                                       const float *__restrict__ w, bf16 *__restrict__ y, int B, int T, int C, int W) {

@@ -2,6 +2,7 @@
 // Everything runs on one stream (cu_stream); ops return without waiting except those that
 // hand a number back to the host (lm_head_ce, loss_take, sumsq, to_host, sync).
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kda_cuda.cuh"
 
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,8 @@ static const kda_ops cuda_ops = {
     .work_is_master = 0,  // bf16 working copy of the fp32 master
     .host_memory = 0,     // device memory: collectives through NCCL
     .peak_tflops = 989.4, // H100 SXM dense bf16, the MFU reference of kda bench
+    .max_conv = CU_CONV_MAXW,
+    .max_chunk = KDA_MAX_C,
     .alloc = cu_alloc,
     .free = cu_free,
     .zero = CU_PROFILED(KDA_PHASE_OTHER, cu_zero),
