@@ -233,10 +233,12 @@ static void finalize_schedule(kda_config *c) {
     if (c->global_batch_size % c->micro_batch_size)
         kda_die("config: global_batch_size %d is not a multiple of micro_batch_size %d", c->global_batch_size,
                 c->micro_batch_size);
-    if (c->lr_decay_iters == 0) c->lr_decay_iters = c->train_iters;
+    int decay_is_train = c->lr_decay_iters == 0;
+    if (decay_is_train) c->lr_decay_iters = c->train_iters;
     if (c->min_lr > c->lr) kda_die("config: min_lr %g is larger than lr %g", c->min_lr, c->lr);
     if (c->lr_warmup_iters > c->lr_decay_iters)
-        kda_die("config: lr_warmup_iters %ld is larger than lr_decay_iters %ld", c->lr_warmup_iters, c->lr_decay_iters);
+        kda_die("config: lr_warmup_iters %ld is larger than lr_decay_iters %ld%s; lower lr_warmup_iters", c->lr_warmup_iters,
+                c->lr_decay_iters, decay_is_train ? " (0: train_iters)" : "");
     static const char *const styles[] = {"cosine", "linear", "constant", NULL};
     check_choice("lr_decay_style", c->lr_decay_style, styles, "cosine, linear, constant");
 }

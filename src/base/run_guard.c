@@ -65,6 +65,15 @@ void kda_guard_file(const char *key, const char *path) {
                 strerror(errno));
 }
 
+void kda_guard_not_input(const char *key, const char *out, const char *in) {
+    char *o = realpath(out, NULL), *i = realpath(in, NULL);
+    size_t n = o ? strlen(o) : 0;
+    int holds = o && i && !strncmp(o, i, n) && (i[n] == 0 || i[n] == '/' || (n == 1 && o[0] == '/'));
+    free(o);
+    free(i);
+    if (holds) kda_die("%s '%s' is, or holds, the input '%s'; choose another %s", key, out, in, key);
+}
+
 void kda_guard_lock(const char *key, const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/.lock", dir);

@@ -141,14 +141,16 @@ int cmd_bench(int argc, char **argv) {
             char kv[64];
             snprintf(kv, sizeof kv, "device=%s", v);
             kda_config_set(&cfg, kv);
-        } else if (!strcmp(a, "--steps"))
+        } else if (!strcmp(a, "--steps")) {
             steps = (int)kda_cli_long("bench", a, v, 1, 1000000);
-        else if (!strcmp(a, "--warmup"))
+        } else if (!strcmp(a, "--warmup")) {
             warmup = (int)kda_cli_long("bench", a, v, 0, 1000000);
-        else if (!strcmp(a, "--peak-tflops"))
+        } else if (!strcmp(a, "--peak-tflops")) {
             peak_tflops = kda_cli_double("bench", a, v);
-        else
+            if (peak_tflops <= 0) kda_cli_usage_error("bench", "--peak-tflops '%s' must be above 0 (TFLOP/s)", v);
+        } else {
             continue;
+        }
         i++;
     }
     kda_config_finalize(&cfg);

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/run_guard.h"
+#include "text/tokenizer.h"
 #include "train/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
@@ -28,21 +30,52 @@ static void copy_file(const char *src, const char *dst) {
     fclose(out);
 }
 
-// tokenizer.json and its companions from the directory of `tokenizer_json`
-static int copy_tokenizer_files(const char *tokenizer_json, const char *out_dir) {
-    char dir[KDA_PATH_MAX], src[KDA_PATH_MAX * 2], dst[KDA_PATH_MAX * 2];
-    snprintf(dir, sizeof dir, "%s", tokenizer_json);
-    char *d = dirname(dir);
-    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", NULL};
-    int n = 0;
-    for (int i = 0; files[i]; i++) {
-        kda_path(src, sizeof src, "%s/%s", d, files[i]);
-        if (access(src, R_OK) != 0) continue;
-        kda_path(dst, sizeof dst, "%s/%s", out_dir, files[i]);
-        copy_file(src, dst);
-        n++;
+// The tokenizer.json an export includes, into json: --tokenizer's PATH (a tokenizer.json, or a
+// folder that holds one) or else the checkpoint's tokenizer_model (a tokenizer.json, or a tiktoken
+// .model with a tokenizer.json beside it). 0 for a byte-level checkpoint without --tokenizer. The
+// file is loaded as a tokenizer here, before anything is written, so that one that cannot be read
+// or is not a tokenizer.json stops the export naming it.
+static int export_tokenizer_json(const kda_config *cfg, const char *override, char *json, size_t cap) {
+    int byte = !strcmp(cfg->tokenizer_type, "byte");
+    if (override && byte)
+        kda_die("kda export: --tokenizer '%s': the checkpoint is a byte-level model (tokenizer_type byte), which "
+                "takes no tokenizer file",
+                override);
+    if (!override && (byte || !cfg->tokenizer_model[0])) return 0;
+    const char *p = override ? override : cfg->tokenizer_model;
+    const char *who = override ? "--tokenizer" : "the checkpoint's tokenizer_model";
+    const char *fix = override ? "name a tokenizer.json" : "pass --tokenizer PATH so that the export includes it";
+    struct stat st;
+    if (stat(p, &st) != 0) kda_die("kda export: %s '%s' is not readable from here (%s); %s", who, p, strerror(errno), fix);
+    size_t n = strlen(p);
+    if (S_ISDIR(st.st_mode)) {
+        kda_path(json, cap, "%s/tokenizer.json", p);
+    } else if (n > 6 && !strcmp(p + n - 6, ".model")) {
+        char dir[KDA_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", p);
+        kda_path(json, cap, "%s/tokenizer.json", dirname(dir));
+    } else {
+        kda_path(json, cap, "%s", p);
     }
-    return n;
+    if (access(json, R_OK) != 0) kda_die("kda export: %s '%s': no readable tokenizer.json at '%s'; %s", who, p, json, fix);
+    kda_tok_free(kda_tok_load_hf(json)); // dies naming the file if it is not a tokenizer.json
+    return 1;
+}
+
+// json as OUT/tokenizer.json, with tokenizer_config.json and special_tokens_map.json from its folder
+static void copy_tokenizer_files(const char *json, const char *out_dir) {
+    char dir[KDA_PATH_MAX * 2], src[KDA_PATH_MAX * 3], dst[KDA_PATH_MAX * 3];
+    kda_path(dst, sizeof dst, "%s/tokenizer.json", out_dir);
+    copy_file(json, dst);
+    snprintf(dir, sizeof dir, "%s", json);
+    char *d = dirname(dir);
+    static const char *const companions[] = {"tokenizer_config.json", "special_tokens_map.json", NULL};
+    for (int i = 0; companions[i]; i++) {
+        kda_path(src, sizeof src, "%s/%s", d, companions[i]);
+        if (access(src, R_OK) != 0) continue;
+        kda_path(dst, sizeof dst, "%s/%s", out_dir, companions[i]);
+        copy_file(src, dst);
+    }
 }
 
 static void rm_dir_files(void *arg) {
@@ -73,7 +106,8 @@ int cmd_export(int argc, char **argv) {
                    "CHECKPOINT is a checkpoint directory or a save directory (its 'latest' is used).\n"
                    "  --dtype bf16|fp32   weight type of model.safetensors (default bf16)\n"
                    "  --force             replace an existing OUT_DIR\n"
-                   "  --tokenizer PATH    tokenizer.json to include instead of the checkpoint's tokenizer_model\n"
+                   "  --tokenizer PATH    tokenizer.json (or a folder holding one) to include instead of the\n"
+                   "                      checkpoint's tokenizer_model\n"
                    "A tokenizer the checkpoint names but that cannot be read is an error, never left out.\n");
             return 0;
         } else if (!strcmp(argv[i], "--dtype")) {
@@ -107,16 +141,16 @@ int cmd_export(int argc, char **argv) {
     char path[KDA_PATH_MAX * 2];
     kda_path(path, sizeof path, "%s/config.yaml", ck);
     kda_config_load(&cfg, path);
-    if (tok_override) {
-        snprintf(cfg.tokenizer_model, sizeof cfg.tokenizer_model, "%s", tok_override);
-        snprintf(cfg.tokenizer_type, sizeof cfg.tokenizer_type, "HuggingFaceTokenizer");
-    }
     kda_config_finalize(&cfg);
+    struct stat st;
+    if (stat(out, &st) == 0 && !force) kda_die("'%s' exists; choose another OUT_DIR or pass --force", out);
+    kda_guard_not_input("OUT_DIR", out, ck); // --force would move the checkpoint aside
+    kda_guard_not_input("OUT_DIR", out, src);
+    char tok_json[KDA_PATH_MAX * 2];
+    int has_tok = export_tokenizer_json(&cfg, tok_override, tok_json, sizeof tok_json);
     kda_model *m = kda_model_create(&cfg, kda_ops_cpu(), 1, 1);
     kda_ckpt_load(m, ck, 0, NULL, 0);
 
-    struct stat st;
-    if (stat(out, &st) == 0 && !force) kda_die("'%s' exists; choose another OUT_DIR or pass --force", out);
     char tmp[KDA_PATH_MAX * 2];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
     if (mkdir(tmp, 0755) != 0) kda_die("cannot create '%s': %s", tmp, strerror(errno));
@@ -131,11 +165,7 @@ int cmd_export(int argc, char **argv) {
     if (cfg.eos_token_id >= 0) snprintf(eos, sizeof eos, "%d", cfg.eos_token_id);
     fprintf(g, "{\n  \"bos_token_id\": %s,\n  \"eos_token_id\": %s\n}\n", bos, eos);
     if (fclose(g) != 0) kda_die("cannot write '%s': %s", path, strerror(errno));
-    if (cfg.tokenizer_model[0] && strcmp(cfg.tokenizer_type, "byte") && access(cfg.tokenizer_model, R_OK) != 0)
-        kda_die("kda export: the checkpoint's tokenizer_model '%s' is not readable from here (%s); pass --tokenizer "
-                "PATH so that the export includes the tokenizer",
-                cfg.tokenizer_model, strerror(errno));
-    int ntok = cfg.tokenizer_model[0] ? copy_tokenizer_files(cfg.tokenizer_model, tmp) : 0;
+    if (has_tok) copy_tokenizer_files(tok_json, tmp);
     if (stat(out, &st) == 0) { // --force: move the old folder aside, then replace
         char old[KDA_PATH_MAX * 2 + 16];
         snprintf(old, sizeof old, "%s.old-%d", out, (int)getpid());
@@ -148,7 +178,7 @@ int cmd_export(int argc, char **argv) {
     if (rename(tmp, out) != 0) kda_die("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
     kda_on_die_remove(rm_dir_files, tmp);
     printf("kda export: %s -> %s (%s, %zu parameters%s)\n", ck, out, bf16 ? "bf16" : "fp32", kda_model_num_params(m),
-           ntok ? ", tokenizer files" : "");
+           has_tok ? ", tokenizer files" : "");
     kda_model_free(m);
     free(ck);
     return 0;

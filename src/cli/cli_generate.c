@@ -58,6 +58,7 @@ static void usage(FILE *f) {
             "                           in the prompt or output (1 = off, default)\n"
             "  --seed N                 sampling seed (default: the config's seed)\n"
             "  --tokenizer PATH         tokenizer.json (or tiktoken .model) instead of the config's tokenizer_model\n"
+            "                           ('bytes' for a byte-level model, which takes no file)\n"
             "  --device D               auto | cpu | cuda (default: the config's device; auto = CUDA when usable)\n"
             "  --no-echo                print only the continuations\n"
             "  --print-ids              print the generated token ids (space-separated, end of text included)\n"

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/run_guard.h"
 #include "base/common.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
@@ -47,6 +48,8 @@ int cmd_plot(int argc, char **argv) {
     }
     if (!n) kda_cli_usage_error("plot", "no metrics files given");
     if (!out) kda_cli_usage_error("plot", "no output file (-o OUT.svg)");
+    kda_guard_file("-o", out); // not a folder; its folder writable
+    for (int i = 0; i < n; i++) kda_guard_not_input("-o", out, in[i].path);
     long pts = kda_plot_svg(in, n, out, title);
     printf("kda plot: %ld points from %d file%s -> %s\n", pts, n, n > 1 ? "s" : "", out);
     for (int i = 0; i < n; i++) free((char *)in[i].path);

@@ -19,6 +19,11 @@
 // Outputs exist: refused without --force, naming the file (an input given as output included).
 static void check_outputs(const kda_tokenize_opts *o) {
     static const char *const ext[] = {".bin", ".idx"};
+    size_t n = strlen(o->prefix);
+    if (!n || o->prefix[n - 1] == '/')
+        kda_die("kda tokenize: --output-prefix '%s' names no file (PREFIX.bin and PREFIX.idx are written); give "
+                "FOLDER/NAME",
+                o->prefix);
     char bin[4200];
     snprintf(bin, sizeof bin, "%s.bin", o->prefix);
     kda_guard_file("--output-prefix", bin); // its folder exists or is made, and is writable (run_guard.h)

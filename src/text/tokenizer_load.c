@@ -565,7 +565,16 @@ kda_tokenizer *kda_tok_load_path(const char *path) {
 }
 
 kda_tokenizer *kda_tok_load_for_config(const kda_config *cfg, const char *override, const char *who) {
-    if (!strcmp(cfg->tokenizer_type, "byte")) return NULL;
+    int bytes = override && !strcmp(override, "bytes"); // as kda tokenize --tokenizer bytes names it
+    if (!strcmp(cfg->tokenizer_type, "byte")) {
+        if (override && !bytes)
+            kda_die("%s: --tokenizer '%s': the model is byte-level (tokenizer_type byte) and takes no tokenizer file",
+                    who, override);
+        return NULL;
+    }
+    if (bytes)
+        kda_die("%s: --tokenizer bytes: the model's tokenizer_type is %s, not byte; name its tokenizer file", who,
+                cfg->tokenizer_type);
     if (strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer"))
         kda_die("%s: tokenizer_type '%s' is not supported (byte | HuggingFaceTokenizer)", who, cfg->tokenizer_type);
     const char *path = override ? override : cfg->tokenizer_model;

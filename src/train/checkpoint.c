@@ -426,6 +426,15 @@ char *kda_ckpt_load_config(const char *ckpt, kda_config *cfg, const char *who) {
 
 // The tensor files (the moments only with load_optim) -> the model or the shards, each file's
 // checksum verified first; every rank reads the whole files (rank-count independent).
+// The weights a checkpoint hands to training, generation or export are finite: one that is not
+// (a run that diverged as it saved, or an edited file without checksums) stops here, naming it.
+static void check_finite_weights(const float *w, size_t n, const char *path) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            kda_die("checkpoint weights '%s' hold a non-finite value (element %zu: %g); use an earlier checkpoint",
+                    path, i, (double)w[i]);
+}
+
 static void read_tensor_files(kda_model *m, const kda_ckpt_shards *sh, const char *dir, int load_optim, int has_optim,
                               const json_t *sums) {
     float *host = kda_calloc(m->n_alloc, sizeof(float));
@@ -435,6 +444,7 @@ static void read_tensor_files(kda_model *m, const kda_ckpt_shards *sh, const cha
         snprintf(path, sizeof path, "%s/%s", dir, tensor_files[k].file);
         verify_crc(sums, dir, path);
         read_params(m, host, path, "");
+        if (k == 0) check_finite_weights(host, m->n_alloc, path);
         put_buffer(m, sh, tensor_files[k].which, host);
     }
     free(host);
@@ -467,6 +477,9 @@ void kda_ckpt_load_sharded(kda_model *m, const kda_ckpt_shards *sh, const char *
     if (!json_is_integer(fmt) || json_integer_value(fmt) != CKPT_FORMAT || !json_is_integer(itv) ||
         !json_is_integer(cs) || !json_is_array(rng) || json_array_size(rng) != 4)
         kda_die("checkpoint state '%s' is malformed or of an unknown format version", path);
+    if (json_integer_value(itv) < 0 || json_integer_value(cs) < 0)
+        kda_die("checkpoint state '%s': iteration %lld and consumed_samples %lld must not be negative", path,
+                (long long)json_integer_value(itv), (long long)json_integer_value(cs));
     int has_optim = json_is_true(json_object_get(js, "has_optimizer"));
     read_tensor_files(m, sh, dir, load_optim, has_optim, json_object_get(js, "crc32"));
     if (st) read_train_state(js, path, load_optim, load_rng, st);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/common.h"
 
@@ -35,7 +37,11 @@ static void push(series *s, double x, double y) {
     s->x[s->n] = x, s->y[s->n] = y, s->n++;
 }
 
+static void unlink_tmp(void *path) { unlink(path); }
+
 static void read_run(const kda_plot_input *in, run *r) {
+    struct stat st;
+    if (stat(in->path, &st) == 0 && S_ISDIR(st.st_mode)) kda_die("kda plot: metrics file '%s' is a folder", in->path);
     FILE *f = fopen(in->path, "r");
     if (!f) kda_die("kda plot: cannot open metrics file '%s': %s", in->path, strerror(errno));
     const char *base = strrchr(in->path, '/');
@@ -159,6 +165,7 @@ long kda_plot_svg(const kda_plot_input *in, int n, const char *out_path, const c
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
     FILE *o = fopen(tmp, "w");
     if (!o) kda_die("kda plot: cannot write '%s': %s", tmp, strerror(errno));
+    kda_on_die(unlink_tmp, tmp); // a failed write or rename leaves no OUT.tmp behind
     int H = TOP + 3 * (PANEL_H + GAP + 20) + 20 + 18 * n;
     fprintf(o,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
@@ -206,6 +213,7 @@ long kda_plot_svg(const kda_plot_input *in, int n, const char *out_path, const c
     fprintf(o, "</svg>\n");
     if (fclose(o) != 0) kda_die("kda plot: cannot write '%s': %s", tmp, strerror(errno));
     if (rename(tmp, out_path) != 0) kda_die("kda plot: cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
+    kda_on_die_remove(unlink_tmp, tmp);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < N_SERIES; k++) free(r[i].s[k].x), free(r[i].s[k].y);
     free(r);

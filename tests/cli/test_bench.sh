@@ -18,4 +18,9 @@ out=$($KDA bench configs/tiny-bytes.yaml --device cpu --steps 1 --warmup 0 --all
 out=$($KDA bench configs/tiny-bytes.yaml --device cpu --all-opz 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "unknown option '--all-opz'" <<<"$out" && ok "an unknown option is named" \
   || bad "bench --all-opz: exit $rc: $out"
+for p in 0 -5; do
+  out=$($KDA bench configs/tiny-bytes.yaml --device cpu --steps 1 --peak-tflops $p 2>&1); rc=$?
+  [ $rc -ne 0 ] && grep -q -- "--peak-tflops '$p' must be above 0" <<<"$out" && ok "--peak-tflops $p refused" \
+    || bad "bench --peak-tflops $p: exit $rc: $out"
+done
 finish

@@ -28,4 +28,16 @@ python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['weights_fin
 expect_fail "non-finite, last checkpoint not finite" "its weights are NOT finite: use an earlier one" \
   $T --set save="$TMP/n2" --set load="$TMP/n/iter_0000001" --set no_load_optim=true --set finetune=true --set train_iters=5 --set lr=1e30 --set clip_grad=0
 expect_fail "non-finite without checkpoints" "no checkpoint was saved or loaded by this run" $T --set train_iters=5 --set lr=1e30 --set clip_grad=0
+# state.json's counters must not be negative; weights that are not finite are refused at load
+cp -r "$C" "$TMP/neg"; python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['iteration']=-5; json.dump(d, open(p,'w'))" "$TMP/neg/state.json"
+expect_fail "a negative iteration in state.json" "must not be negative" $T --set load="$TMP/neg" --set train_iters=3
+cp -r "$C" "$TMP/nan"; python3 - "$TMP/nan" <<'PY'
+import json, struct, sys
+d = sys.argv[1]; f = d + "/model.safetensors"
+b = bytearray(open(f, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+b[8 + n:8 + n + 4] = struct.pack("<f", float("nan")); open(f, "wb").write(bytes(b))
+s = json.load(open(d + "/state.json")); s.pop("crc32", None); json.dump(s, open(d + "/state.json", "w"))
+PY
+expect_fail "weights with a NaN (no checksums)" "hold a non-finite value" $T --set load="$TMP/nan" --set train_iters=3
+expect_fail "generate refuses them too" "hold a non-finite value" $KDA generate "$TMP/nan" --prompt hi --max-new-tokens 2
 finish

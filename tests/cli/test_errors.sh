@@ -19,4 +19,15 @@ expect_fail "inconsistent batch sizes" "global_batch_size" $KDA train configs/ti
 expect_fail "bad --set value" "seq_length" $KDA train configs/tiny-bytes.yaml --set seq_length=-3
 expect_fail "missing data file" "no-such-corpus.txt" $KDA train configs/tiny-bytes.yaml --set train_data_path=$TMP/no-such-corpus.txt
 expect_fail "cuda requested without a GPU or CUDA build" "cuda" env CUDA_VISIBLE_DEVICES= $KDA train configs/tiny-bytes.yaml --device cuda --set train_iters=1 --set lr_warmup_iters=0
+# the tokenizer of the sample after training is loaded before the first iteration (a missing or
+# broken file fails in a second, not after the run); without a sample an unreadable one is a warning
+tt=(train configs/tiny.yaml --device cpu --set data_format=text --set train_data_path=data/tinyshakespeare.txt
+    --set train_iters=2 --set lr_warmup_iters=0 --set eval_iters=0 --set num_hidden_layers=1)
+expect_fail "train with a missing tokenizer_model" "$TMP/nope.json" $KDA "${tt[@]}" --set tokenizer_model="$TMP/nope.json"
+echo '{"model": 3' > "$TMP/broken.json"
+out=$($KDA "${tt[@]}" --set tokenizer_model="$TMP/broken.json" 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "broken.json" <<<"$out" && ! grep -q "^iter" <<<"$out" && ok "a broken tokenizer file stops train before iteration 1" ||
+  bad "broken tokenizer: exit $rc: $(tail -2 <<<"$out")"
+out=$($KDA "${tt[@]}" --set tokenizer_type=byte --set vocab_size=256 --set sample_tokens=0 --set tokenizer_model="$TMP/nope.json" 2>&1)
+rc=$?; [ $rc -eq 0 ] && ok "a byte-level run without a sample needs no tokenizer file" || bad "byte run: exit $rc: $(tail -2 <<<"$out")"
 finish

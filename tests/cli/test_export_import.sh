@@ -139,5 +139,32 @@ nothing=1; for d in x2 x3 x4 x5 x6 x7; do [ -e "$TMP/$d" ] && nothing=0; done
 [ $nothing = 1 ] && [ -z "$(leftovers)" ] && ok "failed imports left no SAVE_DIR and no temporaries" || bad "leftovers: $(ls "$TMP")"
 
 expect_fail "import into a SAVE_DIR that holds a checkpoint" "already holds a checkpoint" $KDA import "$TMP/e32" "$TMP/ck"
+
+# ---- OUT_DIR that is, or holds, the checkpoint: refused even with --force, nothing moved --------
+cp -r "$TMP/ck" "$TMP/self"; it=$(ls -d "$TMP"/self/iter_* | tail -1)
+expect_fail "export --force onto its own checkpoint" "is, or holds, the input" $KDA export "$it" "$it" --force
+expect_fail "export --force onto its save folder" "is, or holds, the input" $KDA export "$TMP/self" "$TMP/self" --force
+[ -f "$it/model.safetensors" ] && [ -z "$(ls -d "$TMP"/self*.old-* "$it".old-* 2>/dev/null)" ] &&
+  ok "the checkpoint is untouched" || bad "the refused exports moved or deleted files: $(ls "$it")"
+
+# ---- --tokenizer: the named file itself (any file name) or a folder's tokenizer.json; a byte-level
+# checkpoint, a file that is not a tokenizer or a missing one refused before anything is written ----
+$KDA train configs/tiny.yaml --device cpu --set train_iters=1 --set lr_warmup_iters=0 --set sample_tokens=0 \
+  --set data_format=text --set train_data_path=data/tinyshakespeare.txt --set eval_iters=0 \
+  --set num_hidden_layers=1 --set save="$TMP/ckl" > "$TMP/trainl.log" 2>&1 ||
+  bad "tiny Llama-tokenizer run: $(tail -3 "$TMP/trainl.log")"
+cp data/tokenizer/llama3/tokenizer.json "$TMP/mytok.json"
+$KDA export "$TMP/ckl" "$TMP/tk1" --tokenizer "$TMP/mytok.json" > /dev/null &&
+  cmp -s "$TMP/tk1/tokenizer.json" "$TMP/mytok.json" && ok "--tokenizer FILE: copied as tokenizer.json" ||
+  bad "--tokenizer FILE: $(ls "$TMP/tk1" 2>&1)"
+$KDA export "$TMP/ckl" "$TMP/tk2" --tokenizer data/tokenizer/llama3 > /dev/null &&
+  cmp -s "$TMP/tk2/tokenizer.json" data/tokenizer/llama3/tokenizer.json && ok "--tokenizer FOLDER: its tokenizer.json" ||
+  bad "--tokenizer FOLDER: $(ls "$TMP/tk2" 2>&1)"
+echo "not: [a tokenizer" > "$TMP/bad.json"
+expect_fail "--tokenizer naming a file that is not a tokenizer" "$TMP/bad.json" $KDA export "$TMP/ckl" "$TMP/tk3" --tokenizer "$TMP/bad.json"
+expect_fail "--tokenizer naming a missing file" "--tokenizer '$TMP/none.json' is not readable" \
+  $KDA export "$TMP/ckl" "$TMP/tk3" --tokenizer "$TMP/none.json"
+expect_fail "--tokenizer with a byte-level checkpoint" "byte-level" $KDA export "$TMP/ck" "$TMP/tk3" --tokenizer "$TMP/mytok.json"
+[ ! -e "$TMP/tk3" ] && [ -z "$(leftovers)" ] && ok "the refused exports left nothing" || bad "left: $(ls "$TMP")"
 [ "$(cat "$TMP/ck/latest")" = iter_0000002 ] && ok "the run's latest still names iter_0000002" || bad "latest changed: $(cat "$TMP/ck/latest")"
 finish

@@ -98,4 +98,5 @@ expect_fail "no model" "no model" $KDA generate --prompt hi
 expect_fail "top-p out of range" "top-p" $KDA generate "$ck" --prompt hi --top-p 1.5
 expect_fail "temperature not a number" "--temperature" $KDA generate "$ck" --prompt hi --temperature warm
 expect_fail "unknown option" "--beam" $KDA generate "$ck" --prompt hi --beam 4
+expect_fail "--tokenizer FILE with a byte-level model" "byte-level" $KDA generate "$ck" --prompt hi --tokenizer data/tokenizer/llama3/tokenizer.json
 finish

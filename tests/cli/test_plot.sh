@@ -40,4 +40,12 @@ echo 'not json' > "$TMP/bad.jsonl"
 expect_fail "a line that is not JSON names file and line" "bad.jsonl' line 1 is not a JSON object" $KDA plot "$TMP/bad.jsonl" -o "$TMP/x.svg"
 expect_fail "a missing file is named" "cannot open metrics file '$TMP/none.jsonl'" $KDA plot "$TMP/none.jsonl" -o "$TMP/x.svg"
 [ ! -e "$TMP/x.svg" ] && ok "no SVG left behind by a failed plot" || bad "a failed plot left $TMP/x.svg"
+# an output that is an input, or a folder: refused before anything is written, no OUT.tmp left
+cp "$TMP/a.jsonl" "$TMP/keep.jsonl"
+expect_fail "-o naming an input" "is, or holds, the input" $KDA plot "$TMP/a.jsonl" -o "$TMP/a.jsonl"
+cmp -s "$TMP/a.jsonl" "$TMP/keep.jsonl" && ok "  the metrics file is unchanged" || bad "  the metrics file was overwritten"
+mkdir -p "$TMP/outdir"
+expect_fail "-o naming a folder" "is a folder" $KDA plot "$TMP/a.jsonl" -o "$TMP/outdir"
+[ ! -e "$TMP/outdir.tmp" ] && ok "  no outdir.tmp left" || bad "  left $TMP/outdir.tmp"
+expect_fail "a metrics file that is a folder" "metrics file '$TMP/outdir' is a folder" $KDA plot "$TMP/outdir" -o "$TMP/x.svg"
 finish

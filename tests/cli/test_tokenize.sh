@@ -104,4 +104,7 @@ expect_fail "missing input" "nope.jsonl" $KDA tokenize --tokenizer bytes --input
 head -c 3000 "$TMP/docs.jsonl.gz" > "$TMP/cut.jsonl.gz"
 expect_fail "truncated gzip" "truncated" $KDA tokenize --tokenizer bytes --input "$TMP/cut.jsonl.gz" -o "$TMP/out_bad"
 [ -z "$(ls "$TMP" | grep '^out_bad')" ] && ok "failed runs left no output files" || bad "left: $(ls "$TMP" | grep '^out_bad')"
+expect_fail "an empty --output-prefix" "names no file" $KDA tokenize --tokenizer bytes --input "$TMP/docs.jsonl.gz" --output-prefix ""
+expect_fail "an --output-prefix that is a folder" "names no file" $KDA tokenize --tokenizer bytes --input "$TMP/docs.jsonl.gz" --output-prefix "$TMP/"
+[ ! -e "$TMP/.bin" ] && [ ! -e .bin ] && ok "no hidden .bin written" || bad "a nameless prefix wrote .bin"
 finish
