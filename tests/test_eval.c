@@ -344,9 +344,8 @@ static void test_encode_pair(void) {
     T_CHECK(ids_eq(&ci, want_nb, 2) && ids_eq(&co, want_sc, 2), "bytes without BOS");
     kda_eval_codec_free(bytes);
 
-    if (access(KDA_TOK_DEFAULT_PATH, R_OK) != 0) {
-        printf("  (Llama 3 tokenizer not found at %s: its cases skipped)\n", KDA_TOK_DEFAULT_PATH);
-    } else {
+    T_CHECK(access(KDA_TOK_DEFAULT_PATH, R_OK) == 0, "the Llama 3 tokenizer is at %s (tracked in git)", KDA_TOK_DEFAULT_PATH);
+    if (access(KDA_TOK_DEFAULT_PATH, R_OK) == 0) {
         kda_tokenizer *tok = kda_tok_load_hf(KDA_TOK_DEFAULT_PATH);
         kda_eval_codec *c = kda_eval_codec_new(tok, -1, -1);
         // ids from Hugging Face's tokenizer: encode(ctx) and encode(ctx + cont)[len(encode(ctx)):]

@@ -30,6 +30,7 @@ results=()
 want() { [ -z "${KDA_DEVICE_STEPS:-}" ] || [[ ",$KDA_DEVICE_STEPS," == *",$1,"* ]]; }
 # KDA_DEVICE_BUDGET_S=N: every step's timeout is cut so that the script ends within N seconds
 deadline=$((SECONDS + ${KDA_DEVICE_BUDGET_S:-100000}))
+failed=0 # steps that failed or timed out: the script's exit status is 1 if any did
 step() { # name timeout_s command...
     local name=$1 to=$2; shift 2
     local left=$((deadline - SECONDS - 8))
@@ -46,6 +47,7 @@ step() { # name timeout_s command...
     local st=PASS
     [ $rc -ne 0 ] && st="FAIL(rc=$rc)"
     [ $rc -eq 124 ] && st="TIMEOUT"
+    [ $rc -ne 0 ] && failed=$((failed + 1))
     results+=("$(printf '%-34s %-12s %4ds' "$name" "$st" $((SECONDS - t0)))")
 }
 
@@ -78,3 +80,4 @@ echo
 echo "=== summary"
 printf '%s\n' "${results[@]}"
 grep -hE "^(ours|FLA) " "$LOG" | sort -u
+[ "$failed" -eq 0 ] || { echo "$failed step(s) failed or timed out"; exit 1; }

@@ -10,7 +10,8 @@
   recurrence(q, k, v, g, beta, scale)
                           §3.1 token by token in the input dtype, our own transcription (FLA's
                           naive functions always compute in float32, so this is the float64 oracle)
-  shared_docs()           <shared>/docs (the float64 numpy oracle kda_chunk_reference.py lives there)
+  ORACLE_DIR              docs/, where the float64 numpy oracle kda_chunk_reference.py lives (beside
+                          kda-model.md, which it accompanies)
 """
 
 from __future__ import annotations
@@ -79,12 +80,7 @@ def recurrence(q, k, v, g, beta, scale):
     return torch.stack(outs, 1)
 
 
-def shared_docs() -> Path | None:
-    """The shared docs folder (beside the repository, or $KDA_SHARED/docs), or None."""
-    for base in (os.environ.get("KDA_SHARED"), ROOT.parent / "shared", Path("/work/shared")):
-        if base and (Path(base) / "docs" / "kda_chunk_reference.py").is_file():
-            return Path(base) / "docs"
-    return None
+ORACLE_DIR = ROOT / "docs"
 
 
 def die(msg: str):

@@ -13,7 +13,7 @@ FLA's side, in float32, gradients by torch autograd through the whole function
       outputs)                                                             "FLA chunk"
 Also computed: the same function in float64 with our own transcription of the recurrence
 (kda_ref.recurrence; FLA's naive code always computes in float32), itself checked against the
-numpy oracle kda_chunk_reference.py when shared/docs is found. It tells which side is off when
+numpy oracle docs/kda_chunk_reference.py. It tells which side is off when
 a check fails.
 
 Two input cases: 0, mild gates; 1, gates as the model's init draws them (deep decay within a
@@ -146,10 +146,7 @@ def rel_err(a, b, name: str, exact: dict) -> float:
 
 def check_oracle_against_numpy(x: dict) -> tuple[bool, str]:
     """Our float64 recurrence vs the shared numpy oracle's `recurrent`, forward, slice by slice."""
-    docs = kda_ref.shared_docs()
-    if docs is None:
-        return True, "shared/docs/kda_chunk_reference.py not found: skipped"
-    sys.path.insert(0, str(docs))
+    sys.path.insert(0, str(kda_ref.ORACLE_DIR))
     import kda_chunk_reference as oracle  # noqa: E402
 
     d = {k: v.to(torch.float64) for k, v in x.items()}

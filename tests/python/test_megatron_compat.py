@@ -115,7 +115,7 @@ def ours_to_megatron(tmp: Path, rng: np.random.RandomState) -> None:
 def kda_tokenize_to_megatron(tmp: Path, rng: np.random.RandomState) -> None:
     kda = Path(os.environ.get("KDA_BIN", ROOT / "kda"))
     if not kda.is_file() or subprocess.run([kda, "tokenize", "--help"], capture_output=True).returncode != 0:
-        print(f"  (kda tokenize not available at {kda}: skipped its part)")
+        check(False, f"kda tokenize runs from {kda} (make kda builds it; KDA_BIN names another)")
         return
     texts = ["".join(chr(int(c)) for c in rng.randint(32, 127, size=int(rng.randint(0, 300)))) for _ in range(40)]
     texts[3] = ""
@@ -139,10 +139,10 @@ def llama3_like_megatron(tmp: Path, rng: np.random.RandomState) -> None:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        print("  (tokenizers not installed: skipped the preprocess_data.py comparison)")
+        check(False, "tokenizers imports (tests/python/requirements.txt installs it)")
         return
     if not kda.is_file() or not tok_path.is_file():
-        print(f"  (kda program or {tok_path} missing: skipped the preprocess_data.py comparison)")
+        check(False, f"the kda program ({kda}) and {tok_path} are there")
         return
     import torch
     from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
