@@ -21,6 +21,7 @@
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { stop_requested = sig; }
+static void (*prev_int)(int), (*prev_term)(int); // the dispositions before kda_train's, put back after
 
 typedef struct {
     kda_config cfg; // the run's config (ranks > 0: no metrics file, no sample)
@@ -188,13 +189,15 @@ static void open_run(trainer *t) {
     t->flops_per_token = kda_model_train_flops_per_token(c);
     char no_valid[256];
     t->val = kda_validator_open(c, t->B, no_valid, sizeof no_valid);
-    if (t->val)
+    if (t->val) {
         printf("kda train: validation every %d iterations and at the end: %d batches of the valid split\n",
                c->eval_interval, c->eval_iters);
+        kda_validator_stop_on(t->val, &stop_requested);
+    }
     else
         printf("kda train: no validation loss: %s\n", no_valid);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    prev_int = signal(SIGINT, on_signal);
+    prev_term = signal(SIGTERM, on_signal);
     size_t B = (size_t)t->B, T = (size_t)t->T;
     t->sample = kda_malloc(sizeof(int32_t) * B * (T + 1));
     t->ids = kda_malloc(sizeof(int32_t) * B * T);
@@ -295,15 +298,24 @@ static void log_if_due(trainer *t, long it, double lr, const kda_step_info *info
     t->n_acc = 0;
 }
 
-// Every eval_interval iterations and at the end (validate.h); the ranks' sums are added.
-static void validate_if_due(trainer *t, int at_end) {
+// Every eval_interval iterations and at the end (validate.h); the ranks' sums are added. A signal
+// during it stops it between micro-batches (on any rank: all agree), logs nothing and returns 1.
+static int validate_if_due(trainer *t, int at_end) {
     const kda_config *c = &t->cfg;
     long iter = t->st.iteration;
-    if (!t->val || !((c->eval_interval > 0 && iter % c->eval_interval == 0) || at_end)) return;
+    if (!t->val || !((c->eval_interval > 0 && iter % c->eval_interval == 0) || at_end)) return 0;
     double vs, vc;
-    kda_validate(t->val, t->m, kda_validate_index(c, iter), t->dist->rank, t->dist->world, &vs, &vc);
-    if (t->dist->world > 1) vs = t->comm->sum_f64(t->comm, vs), vc = t->comm->sum_f64(t->comm, vc);
+    int cut = !kda_validate(t->val, t->m, kda_validate_index(c, iter), t->dist->rank, t->dist->world, &vs, &vc);
+    if (t->dist->world > 1) {
+        vs = t->comm->sum_f64(t->comm, vs), vc = t->comm->sum_f64(t->comm, vc);
+        cut = t->comm->sum_f64(t->comm, cut) > 0;
+    }
+    if (cut) {
+        printf("kda train: validation at iteration %ld cut short by a signal; not logged\n", iter);
+        return 1;
+    }
     if (vc > 0) kda_run_log_valid(t->rl, iter, vs / vc);
+    return 0;
 }
 
 static void save_checkpoint(trainer *t) {
@@ -333,13 +345,15 @@ static int train_iterations(trainer *t) {
         st->iteration = it + 1;
         st->consumed_samples = kda_data_consumed(t->data);
         log_if_due(t, it, lr, &info);
-        validate_if_due(t, st->iteration == c->train_iters || stop);
+        if (!stop) stop = validate_if_due(t, st->iteration == c->train_iters); // a signal skips it
         if (c->save[0] && c->save_interval > 0 && st->iteration % c->save_interval == 0) save_checkpoint(t);
     }
     return stop;
 }
 
-// The last checkpoint (unless this iteration is saved), the summary, why it stopped, the caller's hook.
+// The last checkpoint (unless this iteration is saved), the summary, why it stopped; then, when no
+// signal stopped the run, the caller's hook (the sample) with the signals' dispositions from before
+// kda_train (by default: end the process) back: the checkpoint is written, so a signal ends it at once.
 static void finish_run(trainer *t, int stopped) {
     const kda_config *c = &t->cfg;
     if (c->save[0] && t->st.iteration != t->last_saved) save_checkpoint(t);
@@ -348,6 +362,10 @@ static void finish_run(trainer *t, int stopped) {
         printf("kda train: stopped by signal %d after iteration %ld%s\n",
                stop_requested ? (int)stop_requested : SIGTERM, t->st.iteration,
                c->save[0] ? "" : "; no checkpoint written (save is not set)");
+    fflush(stdout);
+    signal(SIGINT, prev_int == SIG_ERR ? SIG_DFL : prev_int);
+    signal(SIGTERM, prev_term == SIG_ERR ? SIG_DFL : prev_term);
+    if (stopped) return;
     if (t->opts->at_end) t->opts->at_end(t->m, c, t->opts->user);
 }
 

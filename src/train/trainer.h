@@ -20,7 +20,9 @@
 //     which could let a checkpoint be saved in between, would need non-finite logits, whose
 //     gradients are not finite either.)
 //   - SIGINT / SIGTERM (handlers installed by kda_train) finish the iteration under way on every
-//     rank, save when `save` is set, and kda_train returns normally.
+//     rank (a validation under way stops between micro-batches, unlogged; none is run after),
+//     save when `save` is set, and kda_train returns normally without the at_end hook; during the
+//     hook (the sample after training) they have their default action.
 //   - Checkpoints every save_interval iterations and at the end (checkpoint.h); validation every
 //     eval_interval iterations and at the end (validate.h); log lines, metrics file, TensorBoard
 //     and the closing summary through run_log.h.

@@ -16,6 +16,7 @@ struct kda_validator {
     int32_t *sample, *ids, *tgt;
     void (*on_batch)(void *ctx, int done, int total);
     void *on_batch_ctx;
+    const volatile sig_atomic_t *stop; // kda_validator_stop_on
 };
 
 kda_validator *kda_validator_open(const kda_config *c, int micro_batch, char *why, size_t why_len) {
@@ -38,7 +39,7 @@ kda_validator *kda_validator_open(const kda_config *c, int micro_batch, char *wh
     return v;
 }
 
-void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, double *sum, double *count) {
+int kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, double *sum, double *count) {
     const kda_config *c = v->c;
     int B = v->B, T = v->T, n_local = c->global_batch_size / B / world;
     uint64_t per_eval = (uint64_t)c->eval_iters * c->global_batch_size, n = kda_data_num_samples(v->d);
@@ -46,6 +47,7 @@ void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, d
     for (int e = 0; e < c->eval_iters; e++) {
         uint64_t base = (uint64_t)k * per_eval + (uint64_t)e * c->global_batch_size + (uint64_t)rank * n_local * B;
         for (int mb = 0; mb < n_local; mb++) {
+            if (v->stop && *v->stop) return 0;
             for (int b = 0; b < B; b++) { // one sample at a time: the split may be shorter than a batch
                 kda_data_seek(v->d, n ? (base + (uint64_t)mb * B + b) % n : 0);
                 kda_data_next(v->d, v->sample + (size_t)b * (T + 1), 1);
@@ -60,7 +62,10 @@ void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, d
         }
         if (v->on_batch) v->on_batch(v->on_batch_ctx, e + 1, c->eval_iters);
     }
+    return 1;
 }
+
+void kda_validator_stop_on(kda_validator *v, const volatile sig_atomic_t *flag) { v->stop = flag; }
 
 long kda_validate_index(const kda_config *c, long iteration) {
     return iteration / (c->eval_interval > 0 ? c->eval_interval : 1);

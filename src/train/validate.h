@@ -7,6 +7,7 @@
 #ifndef KDA_VALIDATE_H
 #define KDA_VALIDATE_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "base/config.h"
@@ -18,8 +19,12 @@ typedef struct kda_validator kda_validator;
 // split: split gives it no share and valid_data_path is empty).
 kda_validator *kda_validator_open(const kda_config *c, int micro_batch, char *why, size_t why_len);
 // This rank's part of evaluation k (world ranks share each global batch): the summed token
-// losses into *sum and their count into *count (add them over ranks, then divide).
-void kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, double *sum, double *count);
+// losses into *sum and their count into *count (add them over ranks, then divide). Returns 1, or
+// 0 when the stop flag (kda_validator_stop_on) was set before every micro-batch was run.
+int kda_validate(kda_validator *v, kda_model *m, long k, int rank, int world, double *sum, double *count);
+// Optional: kda_validate stops between micro-batches once *flag is non-zero (a signal's handler
+// sets it: a long validation does not hold back a run told to stop).
+void kda_validator_stop_on(kda_validator *v, const volatile sig_atomic_t *flag);
 // The evaluation training runs after iteration `iteration`: iteration / eval_interval (the
 // iteration itself when eval_interval is 0, where only the end of training validates).
 long kda_validate_index(const kda_config *c, long iteration);

@@ -47,6 +47,23 @@ $KDA train "${common[@]}" --set train_iters=100000 --set save="$TMP/sig" > "$TMP
 pid=$!; sleep 3; kill -INT $pid; wait $pid; rc=$?
 [ $rc = 0 ] && grep -q "stopped by signal" "$TMP/sig.log" && [ -f "$TMP/sig/latest" ] && ok "SIGINT: exit 0 and saved $(cat "$TMP/sig/latest")" || bad "SIGINT: rc $rc, $(tail -2 "$TMP/sig.log")"
 
+# 4b. SIGINT during a long validation: it stops between micro-batches (not logged), the run saves
+# and exits within seconds (it ran every validation to its end, then another, ~3 minutes)
+$KDA train "${common[@]}" --set train_iters=100000 --set eval_interval=2 --set eval_iters=400 --set save="$TMP/sigv" \
+  > "$TMP/sigv.log" 2>&1 &
+pid=$!; for i in $(seq 100); do grep -q "^iter" "$TMP/sigv.log" 2>/dev/null && break; sleep 0.1; done; sleep 1
+t0=$SECONDS; kill -INT $pid; wait $pid; rc=$?
+[ $rc = 0 ] && [ $((SECONDS - t0)) -le 10 ] && grep -q "cut short by a signal" "$TMP/sigv.log" && [ -f "$TMP/sigv/latest" ] &&
+  ok "SIGINT during validation: saved $(cat "$TMP/sigv/latest") and exit 0 in $((SECONDS - t0)) s" ||
+  bad "SIGINT during validation: rc $rc after $((SECONDS - t0)) s: $(tail -3 "$TMP/sigv.log")"
+# 4c. SIGTERM during the sample after training (the checkpoint is written): the process ends at once
+# (SIGTERM: a script's background job ignores SIGINT, and kda puts back what it inherited)
+$KDA train "${common[@]}" --set train_iters=2 --set sample_tokens=1000000 --set save="$TMP/sigs" > "$TMP/sigs.log" 2>&1 &
+pid=$!; for i in $(seq 300); do grep -q -- "---- sample" "$TMP/sigs.log" 2>/dev/null && break; sleep 0.1; done
+t0=$SECONDS; kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 143 ] && [ $((SECONDS - t0)) -le 5 ] && [ -f "$TMP/sigs/latest" ] && ok "SIGTERM during the sample: exit 143 at once, checkpoint kept" ||
+  bad "SIGTERM during the sample: rc $rc after $((SECONDS - t0)) s: $(tail -c 300 "$TMP/sigs.log")"
+
 # 5. crash safety: SIGKILL at random moments, resume each time
 kills=0; tries=0; loaded=0; rm -rf "$TMP/crash"; : > "$TMP/crash.jsonl"
 while [ $tries -lt 200 ]; do
