@@ -173,7 +173,7 @@ static void read_prompt_file(gen_opts *o, char ***owned, int *n_owned) {
         (*owned)[(*n_owned)++] = kda_strdup(line);
         found++;
     }
-    if (ferror(f)) kda_die("kda generate: reading prompt file '%s' failed", o->prompt_file);
+    if (ferror(f)) kda_die("kda generate: reading prompt file '%s' failed: %s", o->prompt_file, strerror(errno));
     fclose(f);
     free(line);
     if (!found) kda_die("kda generate: prompt file '%s' has no prompts (one prompt per line)", o->prompt_file);

@@ -1,5 +1,6 @@
 // cli_tokenize.c — `kda tokenize`: parses the options, runs the pipeline of tokenize_files.h
 // (text files to a Megatron indexed dataset <prefix>.bin/.idx) and prints what it wrote.
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,8 @@ static void parse_args(int argc, char **argv, kda_tokenize_opts *o) {
     if (!o->n_inputs) kda_cli_usage_error("tokenize", "no input; name files with --input");
     if (!o->prefix) kda_cli_usage_error("tokenize", "no --output-prefix; the output is PREFIX.bin and PREFIX.idx");
     for (int i = 0; i < o->n_inputs; i++)
-        if (access(o->inputs[i], R_OK) != 0) kda_die("kda tokenize: cannot read input '%s'", o->inputs[i]);
+        if (access(o->inputs[i], R_OK) != 0)
+            kda_die("kda tokenize: cannot read input '%s': %s", o->inputs[i], strerror(errno));
     if (!strcmp(o->tokenizer, KDA_TOKENIZE_BYTES) && o->bos == 1)
         kda_cli_usage_error("tokenize", "the bytes tokenizer has no BOS; drop --bos");
 }

@@ -190,8 +190,11 @@ static void open_run(trainer *t) {
     char no_valid[256];
     t->val = kda_validator_open(c, t->B, no_valid, sizeof no_valid);
     if (t->val) {
-        printf("kda train: validation every %d iterations and at the end: %d batches of the valid split\n",
-               c->eval_interval, c->eval_iters);
+        if (c->eval_interval > 0)
+            printf("kda train: validation every %d iterations and at the end: %d batches of the valid split\n",
+                   c->eval_interval, c->eval_iters);
+        else
+            printf("kda train: validation at the end: %d batches of the valid split\n", c->eval_iters);
         kda_validator_stop_on(t->val, &stop_requested);
     }
     else
