@@ -144,8 +144,7 @@ int cmd_export(int argc, char **argv) {
     kda_config_finalize(&cfg);
     struct stat st;
     if (stat(out, &st) == 0 && !force) kda_die("'%s' exists; choose another OUT_DIR or pass --force", out);
-    kda_guard_not_input("OUT_DIR", out, ck); // --force would move the checkpoint aside
-    kda_guard_not_input("OUT_DIR", out, src);
+    kda_guard_not_input("OUT_DIR", out, ck); // --force would move it aside: ck, or its save folder, or above
     char tok_json[KDA_PATH_MAX * 2];
     int has_tok = export_tokenizer_json(&cfg, tok_override, tok_json, sizeof tok_json);
     kda_model *m = kda_model_create(&cfg, kda_ops_cpu(), 1, 1);

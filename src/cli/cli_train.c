@@ -91,11 +91,11 @@ static void apply_overrides(int argc, char **argv, kda_config *cfg) {
     }
 }
 
-// The tokenizer the run names (tokenizer_type, tokenizer_model), checked before training: the sample
-// after training (sample_tokens) decodes with it, so it is loaded now and a missing or broken file
-// fails at once, not after the last iteration. Without a sample the run needs none (its token files
-// are made), but its checkpoints keep the path for export and generate: an unreadable one is a warning.
-static void tokenizer_check(const kda_config *c) {
+// The tokenizer of the sample after training (sample_tokens; NULL for byte-level or no sample),
+// loaded before training, so that a missing or broken tokenizer_model fails at once, not after the
+// last iteration. Without a sample the run needs none (its token files are made), but its
+// checkpoints keep the path for export and generate: an unreadable one is a warning.
+static kda_tokenizer *sample_tokenizer(const kda_config *c) {
     int byte = !strcmp(c->tokenizer_type, "byte");
     if (c->sample_tokens > 0 && !byte) {
         if (strcmp(c->tokenizer_type, "HuggingFaceTokenizer"))
@@ -104,19 +104,19 @@ static void tokenizer_check(const kda_config *c) {
             kda_die("kda train: tokenizer_model is empty, and the sample after training (sample_tokens %d) needs it; "
                     "set tokenizer_model or sample_tokens=0",
                     c->sample_tokens);
-        kda_tok_free(kda_tok_load_path(c->tokenizer_model)); // dies naming the file
-    } else if (!byte && c->tokenizer_model[0] && access(c->tokenizer_model, R_OK) != 0) {
+        return kda_tok_load_path(c->tokenizer_model); // dies naming the file
+    }
+    if (!byte && c->tokenizer_model[0] && access(c->tokenizer_model, R_OK) != 0)
         fprintf(stderr,
                 "kda train: warning: tokenizer_model '%s' is not readable; the checkpoints will name it, and export "
                 "and generate will need --tokenizer PATH\n",
                 c->tokenizer_model);
-    }
+    return NULL;
 }
 
 // After training: a short text sample from the trained model (sample_tokens, rank 0 only).
-static void print_sample(kda_model *m, const kda_config *c, void *user) {
-    (void)user;
-    if (c->sample_tokens > 0) kda_sample_print(m, c, c->sample_prompt, c->sample_tokens, (uint64_t)c->seed);
+static void print_sample(kda_model *m, const kda_config *c, void *tok) {
+    if (c->sample_tokens > 0) kda_sample_print(m, c, tok, c->sample_prompt, c->sample_tokens, (uint64_t)c->seed);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -129,8 +129,10 @@ int cmd_train(int argc, char **argv) {
     apply_overrides(argc, argv, &cfg);
     kda_config_finalize(&cfg);
     if (!dry && !plan_only) demo_data_check(&cfg);
-    if (!plan_only) tokenizer_check(&cfg);
-    kda_train_opts opts = {.config_path = path, .dry_run = dry, .plan_only = plan_only, .at_end = print_sample};
+    kda_tokenizer *tok = plan_only ? NULL : sample_tokenizer(&cfg);
+    kda_train_opts opts = {
+        .config_path = path, .dry_run = dry, .plan_only = plan_only, .at_end = print_sample, .user = tok};
     kda_train(&cfg, &opts);
+    kda_tok_free(tok);
     return 0;
 }

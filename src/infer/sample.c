@@ -50,13 +50,8 @@ static int prompt_ids(const kda_config *c, const kda_tokenizer *tok, const char 
     return 1;
 }
 
-void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int n, uint64_t seed) {
-    int byte = !strcmp(c->tokenizer_type, "byte");
-    if (!byte && strcmp(c->tokenizer_type, "HuggingFaceTokenizer")) {
-        printf("(sample skipped: tokenizer_type %s is not known; use `kda generate`)\n", c->tokenizer_type);
-        return;
-    }
-    kda_tokenizer *tok = byte ? NULL : kda_tok_load_path(c->tokenizer_model);
+void kda_sample_print(kda_model *m, const kda_config *c, const kda_tokenizer *tok, const char *prompt, int n,
+                      uint64_t seed) {
     kda_tok_ids ctx = {0};
     if (prompt_ids(c, tok, prompt, &ctx)) {
         kda_sampling how = {.temperature = SAMPLE_TEMPERATURE, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
@@ -73,5 +68,4 @@ void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int
         kda_sampler_free(s);
     }
     kda_tok_ids_free(&ctx);
-    if (tok) kda_tok_free(tok);
 }

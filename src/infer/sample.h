@@ -12,13 +12,15 @@
 #include <stdint.h>
 #include "base/config.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 // Print prompt + n generated tokens to stdout as text. The context starts as a document does in
-// training: tokenizer_type byte, bos_token_id (when set) and the prompt's bytes;
-// HuggingFaceTokenizer, the prompt encoded by the tokenizer named by tokenizer_model with its
-// BOS, as `kda tokenize` encodes documents. Sampled ids are printed as they come: bytes (an id
-// past 255 as '?'), or the tokenizer's pieces (special tokens as their text, invalid UTF-8 as
-// U+FFFD, an unfinished character held back until the next token). Another tokenizer_type, or a
-// prompt id outside the vocabulary, prints one "(sample skipped: ...)" line instead. The model's
-// activation buffers are used as scratch.
-void kda_sample_print(kda_model *m, const kda_config *c, const char *prompt, int n, uint64_t seed);
+// training: without a tokenizer (tok NULL: tokenizer_type byte), bos_token_id (when set) and the
+// prompt's bytes; with one (the run's tokenizer_model, loaded by the caller), the prompt encoded
+// with its BOS, as `kda tokenize` encodes documents. Sampled ids are printed as they come: bytes
+// (an id past 255 as '?'), or the tokenizer's pieces (special tokens as their text, invalid UTF-8
+// as U+FFFD, an unfinished character held back until the next token). A prompt id outside the
+// vocabulary prints one "(sample skipped: ...)" line instead. The model's activation buffers are
+// used as scratch.
+void kda_sample_print(kda_model *m, const kda_config *c, const kda_tokenizer *tok, const char *prompt, int n,
+                      uint64_t seed);
 #endif

@@ -74,7 +74,8 @@ kda_tokenizer *kda_tok_load_tiktoken_llama3(const char *path);
 kda_tokenizer *kda_tok_load_path(const char *path);
 
 // The tokenizer a model config names, for a command `who` ("kda eval"): NULL for tokenizer_type
-// byte (an override other than "bytes" dies: a byte-level model takes no tokenizer file); for HuggingFaceTokenizer the file `override` (when not NULL) or tokenizer_model; any
+// byte (an override other than "bytes" dies: a byte-level model takes no tokenizer file); for
+// HuggingFaceTokenizer the file `override` (when not NULL; "bytes" dies) or tokenizer_model; any
 // other type, or an empty path, dies naming who. Warns on stderr when the tokenizer has more
 // ids than the model's vocab_size.
 kda_tokenizer *kda_tok_load_for_config(const kda_config *cfg, const char *override, const char *who);
